@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""bin/lab: boot modeled NUMA/LLC machines in QEMU with a sched_ext kernel and run things in them.
+
+Commands:
+  setup                 install what the lab needs (Debian packages, venv, guest kernel, netperf); idempotent
+  machines              one line per machine with its topology summary
+  run                   boot a machine, optionally start a scheduler, run a command, report as JSON
+  image                 build (or reuse) the guest image and print its path
+
+Exit codes of `run`: 0 ok, 1 the command failed, 2 bad usage, 3 setup missing, 4 topology mismatch,
+5 scheduler failed to start or was ejected, 6 timeout (guest killed), 7 unknown or malformed machine,
+8 internal error (QEMU or the guest protocol broke).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from dataclasses import asdict
+
+from . import image, machines, run, setup
+
+
+def cmd_setup(args) -> int:
+    return setup.main(refresh=args.refresh)
+
+
+def cmd_machines(args) -> int:
+    rc = 0
+    for name in machines.known():
+        try:
+            m = machines.load(name)
+        except machines.MachineError as e:
+            print(f"{name:12s} MALFORMED: {e}")
+            rc = run.EXIT_MACHINE
+            continue
+        print(m.summary())
+        if args.verbose:
+            print(f"{'':12s} models: {m.models}")
+            print(f"{'':12s} seed:   {m.seed}")
+            if m.needs_llc_override:
+                print(f"{'':12s} LLC override: {m.llc_override_why}")
+    return rc
+
+
+def cmd_image(args) -> int:
+    if not args.no_build:
+        image.build_scheduler()
+    print(image.build(include_scheduler=image.scheduler_binary().exists(),
+                      log=lambda s: print(s, file=sys.stderr)))
+    return 0
+
+
+def cmd_run(args) -> int:
+    if not args.command:
+        raise run.UsageError("no command given; usage: bin/lab run --machine M [--sched NAME[:ARGS]] -- CMD...")
+    if not 1 <= args.timeout <= 24 * 3600:
+        raise run.UsageError(f"--timeout {args.timeout} is out of range 1..86400 seconds")
+    m = machines.load(args.machine)
+    spec = run.parse_sched(args.sched)
+    command = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
+    result = run.run_job(m, [run.Step(spec, command)], timeout_s=args.timeout, build_scheduler=not args.no_build)
+    step = result.steps[0] if result.steps else run.StepResult(sched=spec.label)
+    if result.topology_ok is False:
+        print(f"lab: error: the guest's topology does not match {m.path}:\n{run.topology_report(result)}",
+              file=sys.stderr)
+    if step.sched_start_error:
+        print(f"lab: error: {spec.label} did not start: {step.sched_start_error} (its log: {step.sched_log})",
+              file=sys.stderr)
+    if step.sched_ejected:
+        print(f"lab: error: {spec.label} was ejected: {step.sched_exit_kind}: {step.sched_exit_reason}",
+              file=sys.stderr)
+    final = {
+        "machine": m.name, "sched": spec.label, "cmd_exit": step.cmd_exit,
+        "cmd_seconds": step.cmd_seconds, "sched_exit_kind": step.sched_exit_kind,
+        "sched_exit_reason": step.sched_exit_reason, "sched_ejected": step.sched_ejected,
+        "sched_start_error": step.sched_start_error, "topology_ok": result.topology_ok,
+        "timed_out": result.timed_out, "kernel_log": result.kernel_log, "run_dir": result.run_dir,
+        "exit": result.exit_code(),
+    }
+    print(json.dumps(final), flush=True)
+    return result.exit_code()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bin/lab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("setup", help="install what the lab needs (idempotent; run as root)")
+    s.add_argument("--refresh", action="store_true", help="look for a newer guest kernel even if one is cached")
+    s.set_defaults(func=cmd_setup)
+    s = sub.add_parser("machines", help="list the modeled machines")
+    s.add_argument("-v", "--verbose", action="store_true", help="also say what each models and why")
+    s.set_defaults(func=cmd_machines)
+    s = sub.add_parser("image", help="build or reuse the guest image and print its path")
+    s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
+    s.set_defaults(func=cmd_image)
+    s = sub.add_parser("run", help="boot a machine and run a command in it",
+                       description="Boot MACHINE, check its topology, start the scheduler, run CMD, stop the "
+                                   "scheduler, save the kernel log, print one JSON line.")
+    s.add_argument("--machine", default="numa2", help="machine name (see `bin/lab machines`) or a .toml path")
+    s.add_argument("--sched", default="eevdf", help="NAME[:ARGS], e.g. scx_locality:--no-steal (default eevdf)")
+    s.add_argument("--timeout", type=int, default=600,
+                   help="seconds the command may run (boot and scheduler start get extra time); default 600")
+    s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
+    s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD... (run by the guest's /bin/sh)")
+    s.set_defaults(func=cmd_run)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    if getattr(args, "command", None) and args.command[0] == "--":
+        args.command = args.command[1:]
+    try:
+        return args.func(args)
+    except run.UsageError as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return run.EXIT_USAGE
+    except machines.UnknownMachine as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return run.EXIT_MACHINE
+    except machines.MachineError as e:
+        print(f"lab: error: malformed machine file: {e}", file=sys.stderr)
+        return run.EXIT_MACHINE
+    except setup.SetupMissing as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return run.EXIT_SETUP
+    except KeyboardInterrupt:
+        print("lab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# Functions for lab jobs (sourced by /lab/job). Records for the host go to ttyS1, one per line, starting
+# with "@@"; the host (lab/run.py) parses them. Everything a person should see goes to the console.
+
+LAB_CTL=/dev/ttyS1
+lab_rec() { echo "@@$*" > "$LAB_CTL"; }
+
+# One canonical text form of the topology, compared byte for byte with what the host expects.
+lab_topology() {
+    for n in $(ls -d /sys/devices/system/node/node[0-9]* | sed 's/.*node//' | sort -n); do
+        echo "node $n $(cat /sys/devices/system/node/node$n/cpulist) $(cat /sys/devices/system/node/node$n/distance)"
+    done
+    for c in /sys/devices/system/cpu/cpu[0-9]*; do
+        for idx in $c/cache/index[0-9]*; do
+            [ "$(cat $idx/level 2>/dev/null)" = 3 ] && echo "llc $(cat $idx/shared_cpu_list)"
+        done
+    done | sort -u
+    for c in /sys/devices/system/cpu/cpu[0-9]*; do
+        echo "smt $(cat $c/topology/thread_siblings_list)"
+    done | sort -u
+}
+
+lab_check_topology() {
+    lab_topology > /tmp/topology.actual
+    while read -r line; do lab_rec "topo $line"; done < /tmp/topology.actual
+    if cmp -s /tmp/topology.actual /lab/topology.expected; then
+        lab_rec "topology ok"
+        return 0
+    fi
+    lab_rec "topology mismatch"
+    return 1
+}
+
+lab_sched_state() { cat /sys/kernel/sched_ext/state 2>/dev/null || echo missing; }
+lab_sched_ops() { cat /sys/kernel/sched_ext/root/ops 2>/dev/null; }
+
+# lab_sched_start OPS TIMEOUT_S CMD...: start a sched_ext scheduler in the background and wait until the
+# kernel says it is enabled with that ops name. Sets LAB_SCHED_PID.
+lab_sched_start() {
+    ops="$1"; timeout="$2"; shift 2
+    if [ ! -d /sys/kernel/sched_ext ]; then
+        lab_rec "sched-start fail no-sched-ext"; return 1
+    fi
+    if [ "$(lab_sched_state)" != disabled ]; then
+        lab_rec "sched-start fail busy $(lab_sched_ops)"; return 1
+    fi
+    "$@" > /tmp/sched.log 2>&1 &
+    LAB_SCHED_PID=$!
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    i=0
+    while [ $i -lt $((timeout * 10)) ]; do
+        if [ "$(lab_sched_state)" = enabled ] && [ "$(lab_sched_ops)" = "$ops" ]; then
+            lab_rec "sched-start ok $ops $t0 $(cut -d' ' -f1 /proc/uptime)"
+            return 0
+        fi
+        if ! kill -0 $LAB_SCHED_PID 2>/dev/null; then
+            wait $LAB_SCHED_PID; rc=$?
+            lab_rec "sched-start fail exited $rc"
+            cat /tmp/sched.log
+            lab_put_file sched.log /tmp/sched.log
+            return 1
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    lab_rec "sched-start fail timeout state=$(lab_sched_state) ops=$(lab_sched_ops)"
+    kill -INT $LAB_SCHED_PID 2>/dev/null
+    return 1
+}
+
+# lab_sched_stop: SIGINT the scheduler, wait for it and for the kernel to read "disabled" again.
+lab_sched_stop() {
+    [ -n "$LAB_SCHED_PID" ] || return 0
+    if kill -0 $LAB_SCHED_PID 2>/dev/null; then alive=1; else alive=0; fi
+    kill -INT $LAB_SCHED_PID 2>/dev/null
+    i=0
+    while kill -0 $LAB_SCHED_PID 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 $LAB_SCHED_PID 2>/dev/null; then
+        kill -KILL $LAB_SCHED_PID 2>/dev/null
+        lab_rec "sched-stop killed"
+    fi
+    wait $LAB_SCHED_PID; rc=$?
+    i=0
+    while [ "$(lab_sched_state)" != disabled ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    lab_rec "sched-stop rc=$rc alive_at_stop=$alive state=$(lab_sched_state)"
+    lab_put_file sched.log /tmp/sched.log
+    LAB_SCHED_PID=
+}
+
+# lab_put_file NAME PATH: send a guest file to the host's run folder (base64 over ttyS1).
+lab_put_file() {
+    [ -f "$2" ] || return 0
+    lab_rec "file-begin $1"
+    base64 "$2" > "$LAB_CTL"
+    lab_rec "file-end $1"
+}
+
+lab_finish() {
+    dmesg > /tmp/kernel.log
+    lab_put_file kernel.log /tmp/kernel.log
+    lab_rec "done"
+}

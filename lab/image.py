@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""The guest image: an initramfs (cpio newc, gzip) with busybox, the schedulers, the workloads and the shared
+libraries `ldd` lists for them, plus the guest kernel's config (libbpf resolves __kconfig externs from
+/boot/config-<release>; Debian's kernel has no /proc/config.gz).
+
+The image is content-addressed: its name is a hash of every input (file paths, sizes, mtimes, and the guest
+scripts' text), so it is rebuilt exactly when an input changed. Each run appends a tiny uncompressed cpio with
+that run's job (lab/run.py); the kernel unpacks concatenated archives in order.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import paths, setup
+
+GUEST_DIR = paths.REPO / "lab" / "guest"
+
+# Workload binaries taken from the host's Debian packages (bin/lab setup installs them).
+HOST_BINARIES = [
+    "/usr/bin/hackbench",
+    "/usr/bin/stress-ng",
+    "/usr/bin/numactl",
+    "/usr/bin/sysbench",
+    "/usr/bin/migratepages",
+]
+BUSYBOX = "/bin/busybox"
+
+
+def scheduler_binary() -> Path:
+    return paths.REPO / "scheduler" / "target" / "release" / "scx_locality"
+
+
+def peer_bin_dir() -> Path:
+    """Published schedulers built by the bench's peer builder (cargo install --root), if any."""
+    return paths.cache() / "peers" / "bin"
+
+
+def workloads_bin_dir() -> Path:
+    return paths.REPO / "workloads" / "build"
+
+
+def build_scheduler(quiet: bool = False) -> Path:
+    """cargo build --release (a no-op in about a second when nothing changed)."""
+    manifest = paths.REPO / "scheduler" / "Cargo.toml"
+    if not manifest.exists():
+        raise FileNotFoundError(f"{manifest} is missing")
+    if not quiet:
+        print("lab: building scx_locality (cargo build --release)", file=sys.stderr, flush=True)
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(manifest)], check=True)
+    return scheduler_binary()
+
+
+def _elf_libs(binary: str) -> list[str]:
+    """Absolute paths of the shared libraries (and the loader) a dynamic binary needs; [] for static ones."""
+    r = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    if r.returncode != 0:  # "not a dynamic executable"
+        return []
+    libs = []
+    for line in r.stdout.splitlines():
+        line = line.strip()
+        if "=>" in line:
+            target = line.split("=>", 1)[1].strip().split(" ")[0]
+            if target.startswith("/"):
+                libs.append(target)
+            elif "not found" in line:
+                raise RuntimeError(f"{binary}: shared library missing on the host: {line}")
+        elif line.startswith("/"):
+            libs.append(line.split(" ")[0])
+    return libs
+
+
+def collect_inputs(include_scheduler: bool = True) -> dict[str, str]:
+    """Map of guest path -> host path for every file the image carries (not yet with libraries)."""
+    files: dict[str, str] = {}
+    if not os.path.exists(BUSYBOX):
+        raise setup.SetupMissing(f"{BUSYBOX} is missing; run: bin/lab setup")
+    files["/bin/busybox"] = BUSYBOX
+    for b in HOST_BINARIES:
+        if not os.path.exists(b):
+            raise setup.SetupMissing(f"{b} is missing; run: bin/lab setup")
+        files[b] = b
+    nd = setup.netperf_dir() / "usr" / "bin"
+    for b in ("netperf", "netserver"):
+        if not (nd / b).exists():
+            raise setup.SetupMissing("netperf is not in the cache; run: bin/lab setup")
+        files[f"/usr/bin/{b}"] = str(nd / b)
+    if include_scheduler:
+        files["/usr/local/bin/scx_locality"] = str(scheduler_binary())
+    for d in (peer_bin_dir(), workloads_bin_dir()):
+        if d.is_dir():
+            for f in sorted(d.iterdir()):
+                if f.is_file() and os.access(f, os.X_OK):
+                    files[f"/usr/local/bin/{f.name}"] = str(f)
+    rel, _, config = setup.kernel_files()
+    files[f"/boot/config-{rel}"] = str(config)
+    files["/init"] = str(GUEST_DIR / "init")
+    files["/lab/lib.sh"] = str(GUEST_DIR / "lib.sh")
+    return files
+
+
+def with_libraries(files: dict[str, str]) -> dict[str, str]:
+    out = dict(files)
+    for host in list(files.values()):
+        if os.access(host, os.X_OK):
+            for lib in _elf_libs(host):
+                out.setdefault(lib, lib)
+                real = os.path.realpath(lib)
+                out.setdefault(real, real)
+    return out
+
+
+def input_hash(files: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for guest, host in sorted(files.items()):
+        st = os.stat(host)
+        h.update(f"{guest}\0{host}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def build(include_scheduler: bool = True, log=print) -> Path:
+    """The image for the current inputs: the cached one if nothing changed, else a freshly built one."""
+    files = with_libraries(collect_inputs(include_scheduler))
+    digest = input_hash(files)
+    out = paths.images_dir() / f"base-{digest}.cpio.gz"
+    if out.exists():
+        return out
+    log(f"lab: building guest image ({len(files)} files) -> {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="lab-image-") as tmp:
+        root = Path(tmp)
+        for d in ("bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "proc", "sys", "dev", "tmp", "run",
+                  "root", "etc", "lab", "boot", "mnt"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        for guest, host in files.items():
+            dest = root / guest.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(host, dest, follow_symlinks=True)
+        r = subprocess.run([str(root / "bin/busybox"), "--list"], capture_output=True, text=True, check=True)
+        for applet in r.stdout.split():
+            # busybox lists itself; linking it onto itself breaks init (error -40, ELOOP).
+            if applet == "busybox":
+                continue
+            link = root / "bin" / applet
+            if not link.exists() and not (root / "usr/bin" / applet).exists():
+                link.symlink_to("busybox")
+        os.chmod(root / "init", 0o755)
+        (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")
+        (root / "etc/group").write_text("root:x:0:\nnogroup:x:65534:\n")
+        (root / "etc/hosts").write_text("127.0.0.1 localhost lab\n::1 localhost\n")
+        (root / "etc/nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
+        (root / "etc/services").write_text("netperf 12865/tcp\n")
+        tmp_out = out.with_suffix(".tmp")
+        with open(tmp_out, "wb") as fh:
+            find = subprocess.Popen(["find", "."], cwd=root, stdout=subprocess.PIPE)
+            cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root,
+                                    stdin=find.stdout, stdout=subprocess.PIPE)
+            gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=fh)
+            find.stdout.close()
+            cpio.stdout.close()
+            if gz.wait() or cpio.wait() or find.wait():
+                raise RuntimeError("packing the guest image failed")
+        tmp_out.rename(out)
+    # Keep the cache small: older images are only ever superseded.
+    for old in out.parent.glob("base-*.cpio.gz"):
+        if old != out:
+            old.unlink()
+    return out
+
+
+def job_archive(files: dict[str, bytes], dest: Path) -> Path:
+    """A small uncompressed cpio with the run's job files (guest path -> content)."""
+    with tempfile.TemporaryDirectory(prefix="lab-job-") as tmp:
+        root = Path(tmp)
+        for guest, content in files.items():
+            p = root / guest.lstrip("/")
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(content)
+            p.chmod(0o755)
+        listing = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
+        with open(dest, "wb") as fh:
+            subprocess.run(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root, input=listing,
+                           stdout=fh, check=True)
+    return dest

@@ -1,0 +1,380 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""Boot a modeled machine in QEMU and run a job in it.
+
+A job is a list of steps; each step starts a scheduler (or none, for EEVDF), runs a shell command, and stops
+the scheduler again. `bin/lab run` is a one-step job; the bench interleaves schedulers as several steps of one
+boot, so that they share the boot's noise. The host writes the job into a small cpio appended to the cached
+image; the guest (lab/guest/lib.sh) checks its topology against the machine file first, runs the steps, and
+reports through its second serial port (ttyS1) with "@@" records; the console (ttyS0) is streamed to the user.
+
+Everything of one run lands in a run folder: console.log, ctl.log (the records), kernel.log (the guest's
+dmesg), one sched-<step>.log per scheduler and result.json.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import image, machines, paths, setup
+
+# Exit codes of `bin/lab run` (also in the README).
+EXIT_OK = 0
+EXIT_CMD_FAILED = 1
+EXIT_USAGE = 2
+EXIT_SETUP = 3
+EXIT_TOPOLOGY = 4
+EXIT_SCHED = 5
+EXIT_TIMEOUT = 6
+EXIT_MACHINE = 7
+EXIT_INTERNAL = 8
+
+SCHED_REGISTRY = paths.REPO / "lab" / "schedulers.toml"
+KERNEL_ARGS = "console=ttyS0 quiet loglevel=4 panic=-1"
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass
+class SchedSpec:
+    """A scheduler to start in the guest: registry name, its arguments, the ops name to wait for."""
+    name: str
+    args: list[str] = field(default_factory=list)
+    ops: str = ""
+    start_timeout_s: int = 60
+
+    @property
+    def label(self) -> str:
+        return self.name + (":" + " ".join(self.args) if self.args else "")
+
+    @property
+    def is_eevdf(self) -> bool:
+        return self.name == "eevdf"
+
+
+def registry() -> dict:
+    return tomllib.loads(SCHED_REGISTRY.read_text())
+
+
+def parse_sched(spec: str) -> SchedSpec:
+    """NAME[:ARGS], ARGS split like a shell would: "scx_locality:--no-steal --slice-us 3000"."""
+    name, _, args = spec.partition(":")
+    reg = registry()
+    if name not in reg:
+        raise UsageError(f"unknown scheduler {name!r}; known: {', '.join(reg)}")
+    if name == "eevdf" and args:
+        raise UsageError("eevdf takes no arguments (it is the kernel's own scheduler)")
+    entry = reg[name]
+    return SchedSpec(name=name, args=shlex.split(args), ops=entry.get("ops", ""),
+                     start_timeout_s=int(entry.get("start_timeout_s", 60)))
+
+
+@dataclass
+class Step:
+    sched: SchedSpec
+    command: str  # a shell command line run by the guest's /bin/sh
+
+
+@dataclass
+class StepResult:
+    sched: str
+    cmd_exit: int | None = None
+    sched_started: bool = False
+    sched_start_error: str | None = None
+    sched_start_s: float | None = None
+    sched_exit_code: int | None = None
+    sched_alive_at_stop: bool | None = None
+    sched_exit_kind: str | None = None
+    sched_exit_reason: str | None = None
+    sched_ejected: bool = False
+    sched_log: str | None = None
+    cmd_seconds: float | None = None
+
+
+@dataclass
+class RunResult:
+    machine: str
+    run_dir: str
+    kernel_log: str
+    topology_ok: bool | None = None
+    topology_actual: list[str] = field(default_factory=list)
+    topology_expected: list[str] = field(default_factory=list)
+    timed_out: bool = False
+    completed: bool = False
+    qemu_exit: int | None = None
+    boot_s: float | None = None
+    wall_s: float | None = None
+    steps: list[StepResult] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+    def exit_code(self) -> int:
+        if self.timed_out:
+            return EXIT_TIMEOUT
+        if self.topology_ok is False:
+            return EXIT_TOPOLOGY
+        if not self.completed:
+            return EXIT_INTERNAL
+        for s in self.steps:
+            if s.sched_start_error or s.sched_ejected:
+                return EXIT_SCHED
+        for s in self.steps:
+            if s.cmd_exit != 0:
+                return EXIT_CMD_FAILED
+        return EXIT_OK
+
+
+def expected_topology_text(m: machines.Machine) -> str:
+    """The canonical text lab_topology prints in the guest, built from the machine file."""
+    t = m.guest_topology()
+    lines = []
+    for i, cpus in enumerate(t.nodes):
+        lines.append(f"node {i} {machines.format_cpulist(list(cpus))} {' '.join(map(str, t.distances[i]))}")
+    lines += sorted(f"llc {machines.format_cpulist(list(g))}" for g in t.llcs)
+    lines += sorted(f"smt {machines.format_cpulist(list(g))}" for g in t.smt)
+    return "\n".join(lines) + "\n"
+
+
+def _sched_command(spec: SchedSpec, override_path: str | None) -> list[str]:
+    args = list(spec.args)
+    if spec.name == "scx_locality" and override_path and "--topology-override" not in args:
+        args += ["--topology-override", override_path]
+    return [f"/usr/local/bin/{spec.name}", *args]
+
+
+def job_script(steps: list[Step], m: machines.Machine) -> str:
+    override = "/lab/llc-override.json" if m.needs_llc_override else None
+    out = ["#!/bin/sh", "# Generated by lab/run.py for one boot.", ". /lab/lib.sh",
+           'lab_rec "booted $(cut -d" " -f1 /proc/uptime)"',
+           "if ! lab_check_topology; then lab_finish; exit 0; fi"]
+    for i, st in enumerate(steps):
+        out.append(f'lab_rec "step-begin {i}"')
+        run_cmd = [
+            f'lab_rec "cmd-begin {i} $(cut -d" " -f1 /proc/uptime)"',
+            f"(cd /root && /bin/sh -c {shlex.quote(st.command)}); rc=$?",
+            f'lab_rec "cmd-end {i} $rc $(cut -d" " -f1 /proc/uptime)"',
+        ]
+        if st.sched.is_eevdf:
+            out.append('if [ "$(lab_sched_state)" = enabled ]; then lab_rec "sched-start fail busy"; else')
+            out += ["  " + line for line in run_cmd]
+            out.append("fi")
+        else:
+            cmd = " ".join(shlex.quote(a) for a in _sched_command(st.sched, override))
+            out.append(f"if lab_sched_start {shlex.quote(st.sched.ops)} {st.sched.start_timeout_s} {cmd}; then")
+            out += ["  " + line for line in run_cmd]
+            out.append("fi")
+            out.append("lab_sched_stop")
+            out.append(f"[ -f /tmp/sched.log ] && mv /tmp/sched.log /tmp/sched-{i}.log && "
+                       f"lab_put_file sched-{i}.log /tmp/sched-{i}.log")
+        out.append(f'lab_rec "step-end {i}"')
+    out.append("lab_finish")
+    return "\n".join(out) + "\n"
+
+
+DISABLED_RE = re.compile(r'sched_ext: BPF scheduler "([^"]+)" disabled \(([^)]*)\)')
+REASON_RE = re.compile(r"sched_ext: ([^:\s]+): (.+)")
+
+
+def sched_exits(kernel_log: str) -> list[tuple[str, str, str | None]]:
+    """(ops name, exit kind, reason) for every sched_ext disable the guest kernel logged, in order."""
+    exits: list[tuple[str, str, str | None]] = []
+    lines = kernel_log.splitlines()
+    for i, line in enumerate(lines):
+        m = DISABLED_RE.search(line)
+        if not m:
+            continue
+        reason = None
+        for nxt in lines[i + 1:i + 3]:
+            r = REASON_RE.search(nxt)
+            if r and r.group(1) == m.group(1):
+                reason = r.group(2).strip()
+                break
+        exits.append((m.group(1), m.group(2), reason))
+    return exits
+
+
+def is_clean_exit(kind: str) -> bool:
+    # "unregistered from user space" (the agent detached) and "unregistered from BPF" (it chose to exit) are
+    # the scheduler's own doing; every other kind (runtime error, stall, scx_bpf_error, sysrq) is an ejection.
+    return kind.startswith("unregistered from")
+
+
+def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) -> None:
+    """Fill result from the guest's @@ records; write the files it sent into run_dir."""
+    step_results = [StepResult(sched=s.sched.label) for s in steps]
+    cur_file, buf = None, []
+    cur_step = None
+    booted_at = None
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        if cur_file is not None:
+            if line == f"@@file-end {cur_file}":
+                data = base64.b64decode("".join(buf))
+                (run_dir / cur_file).write_bytes(data)
+                result.files[cur_file] = str(run_dir / cur_file)
+                cur_file, buf = None, []
+            else:
+                buf.append(line.strip())
+            continue
+        if not line.startswith("@@"):
+            continue
+        words = line[2:].split()
+        if not words:
+            continue
+        tag, rest = words[0], words[1:]
+        if tag == "booted":
+            booted_at = float(rest[0])
+            result.boot_s = booted_at
+        elif tag == "topo":
+            result.topology_actual.append(" ".join(rest))
+        elif tag == "topology":
+            result.topology_ok = rest[0] == "ok"
+        elif tag == "step-begin":
+            cur_step = step_results[int(rest[0])]
+        elif tag == "sched-start" and cur_step is not None:
+            if rest[0] == "ok":
+                cur_step.sched_started = True
+                cur_step.sched_start_s = round(float(rest[3]) - float(rest[2]), 2)
+            else:
+                cur_step.sched_start_error = " ".join(rest[1:])
+        elif tag == "cmd-begin" and cur_step is not None:
+            cur_step._t0 = float(rest[1])  # type: ignore[attr-defined]
+        elif tag == "cmd-end" and cur_step is not None:
+            cur_step.cmd_exit = int(rest[1])
+            t0 = getattr(cur_step, "_t0", None)
+            if t0 is not None:
+                cur_step.cmd_seconds = round(float(rest[2]) - t0, 3)
+        elif tag == "sched-stop" and cur_step is not None:
+            kv = dict(w.split("=", 1) for w in rest if "=" in w)
+            cur_step.sched_exit_code = int(kv.get("rc", "-1"))
+            cur_step.sched_alive_at_stop = kv.get("alive_at_stop") == "1"
+        elif tag == "file-begin":
+            cur_file, buf = rest[0], []
+        elif tag == "done":
+            result.completed = True
+    for i, sr in enumerate(step_results):
+        if hasattr(sr, "_t0"):
+            del sr._t0  # type: ignore[attr-defined]
+        if f"sched-{i}.log" in result.files:
+            sr.sched_log = result.files[f"sched-{i}.log"]
+    # Match the kernel's disable lines to the steps that started a sched_ext scheduler, in order.
+    klog = run_dir / "kernel.log"
+    exits = sched_exits(klog.read_text(errors="replace")) if klog.exists() else []
+    started = [(sr, st) for sr, st in zip(step_results, steps) if sr.sched_started]
+    for (sr, st), ex in zip(started, exits):
+        sr.sched_exit_kind, sr.sched_exit_reason = ex[1], ex[2]
+        sr.sched_ejected = not is_clean_exit(ex[1]) or sr.sched_alive_at_stop is False
+        if sr.sched_alive_at_stop is False and sr.sched_exit_kind and is_clean_exit(sr.sched_exit_kind):
+            sr.sched_exit_reason = (sr.sched_exit_reason or "") + " (the scheduler process died before the stop)"
+    result.steps = step_results
+
+
+def qemu_command(m: machines.Machine, vmlinuz: Path, initrd: Path, ctl_log: Path) -> list[str]:
+    return ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max",
+            *m.qemu_topology_args(),
+            "-kernel", str(vmlinuz), "-initrd", str(initrd), "-append", KERNEL_ARGS,
+            "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
+            "-serial", "stdio", "-serial", f"file:{ctl_log}"]
+
+
+def new_run_dir(machine: str, label: str = "run") -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    d = paths.runs_dir() / f"{stamp}-{label}-{machine}"
+    n = 1
+    while d.exists():
+        n += 1
+        d = paths.runs_dir() / f"{stamp}-{label}-{machine}-{n}"
+    d.mkdir(parents=True)
+    return d
+
+
+def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None = None,
+            stream=sys.stdout, log=None, build_scheduler: bool = True) -> RunResult:
+    """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run."""
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    rel, vmlinuz, _ = setup.kernel_files()
+    needs_locality = any(s.sched.name == "scx_locality" for s in steps)
+    if needs_locality and build_scheduler:
+        image.build_scheduler()
+    base = image.build(include_scheduler=image.scheduler_binary().exists(), log=log)
+    if needs_locality and not image.scheduler_binary().exists():
+        raise setup.SetupMissing("scx_locality is not built; run: make -C scheduler or cargo build --release")
+    for s in steps:
+        if not s.sched.is_eevdf and s.sched.name != "scx_locality":
+            if not (image.peer_bin_dir() / s.sched.name).exists():
+                raise setup.SetupMissing(f"{s.sched.name} is not built; run: bin/lab peers {s.sched.name}")
+    run_dir = run_dir or new_run_dir(m.name)
+    job_files = {"/lab/job": job_script(steps, m).encode(),
+                 "/lab/topology.expected": expected_topology_text(m).encode()}
+    ov = m.llc_override()
+    if ov:
+        job_files["/lab/llc-override.json"] = (json.dumps(ov, indent=1) + "\n").encode()
+    job_cpio = image.job_archive(job_files, run_dir / "job.cpio")
+    initrd = run_dir / "initrd.img"
+    with open(initrd, "wb") as out:
+        for part in (job_cpio, base):  # uncompressed first: the kernel cannot resume after a gzip member
+            with open(part, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    out.write(chunk)
+    ctl = run_dir / "ctl.log"
+    console = run_dir / "console.log"
+    cmd = qemu_command(m, vmlinuz, initrd, ctl)
+    (run_dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
+    result = RunResult(machine=m.name, run_dir=str(run_dir), kernel_log=str(run_dir / "kernel.log"),
+                       topology_expected=expected_topology_text(m).splitlines())
+    log(f"lab: booting {m.name} ({m.nr_cpus} vCPUs, kernel {rel}); run folder {run_dir}")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+
+    def pump():
+        with open(console, "wb") as fh:
+            for line in iter(proc.stdout.readline, b""):
+                fh.write(line)
+                fh.flush()
+                if stream is not None:
+                    stream.write(line.decode(errors="replace").replace("\r", ""))
+                    stream.flush()
+
+    th = threading.Thread(target=pump, daemon=True)
+    th.start()
+    limit = m.boot_timeout_s + timeout_s + sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
+    try:
+        result.qemu_exit = proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        result.timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log(f"lab: error: the guest did not finish within {limit} s and was killed; logs in {run_dir}")
+    th.join(timeout=5)
+    result.wall_s = round(time.monotonic() - t0, 1)
+    parse_ctl(ctl.read_text(errors="replace") if ctl.exists() else "", run_dir, result, steps)
+    if not (run_dir / "kernel.log").exists():
+        # The guest never sent its dmesg (hang, crash): the console is the best kernel log there is.
+        (run_dir / "kernel.log").write_bytes(console.read_bytes() if console.exists() else b"")
+    initrd.unlink(missing_ok=True)
+    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n")
+    return result
+
+
+def topology_report(result: RunResult) -> str:
+    exp, act = result.topology_expected, result.topology_actual
+    width = max((len(x) for x in exp), default=10) + 2
+    rows = [f"  {'expected (machine file)':{width}s} guest"]
+    for i in range(max(len(exp), len(act))):
+        e = exp[i] if i < len(exp) else ""
+        a = act[i] if i < len(act) else ""
+        mark = "  " if e == a else "!="
+        rows.append(f"{mark}{e:{width}s} {a}")
+    return "\n".join(rows)
