@@ -196,6 +196,8 @@ def sched_exits(kernel_log: str) -> list[tuple[str, str, str | None]]:
             continue
         reason = None
         for nxt in lines[i + 1:i + 3]:
+            if DISABLED_RE.search(nxt):
+                break
             r = REASON_RE.search(nxt)
             if r and r.group(1) == m.group(1):
                 reason = r.group(2).strip()

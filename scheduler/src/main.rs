@@ -1,1 +1,3 @@
-fn main(){}
+// SPDX-License-Identifier: GPL-2.0-only
+mod bpf_skel;
+fn main() {}

@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: GPL-2.0-only
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--no-lab", action="store_true", help="skip tests that boot a QEMU guest")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--no-lab"):
+        skip = pytest.mark.skip(reason="--no-lab given")
+        for item in items:
+            if item.get_closest_marker("lab"):
+                item.add_marker(skip)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lab: boots a QEMU guest (slow; needs bin/lab setup)")

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""The host side of a run: scheduler specs, job scripts, the guest's records and the kernel's exit lines."""
+import base64
+
+import pytest
+
+from lab import machines, run, setup
+
+
+def test_parse_sched():
+    s = run.parse_sched("scx_locality:--no-steal --slice-us 3000")
+    assert s.name == "scx_locality" and s.args == ["--no-steal", "--slice-us", "3000"] and s.ops == "locality"
+    assert run.parse_sched("eevdf").is_eevdf
+    with pytest.raises(run.UsageError, match="known"):
+        run.parse_sched("scx_nonesuch")
+    with pytest.raises(run.UsageError):
+        run.parse_sched("eevdf:--x")
+
+
+def test_job_script_starts_and_stops_scheduler():
+    m = machines.load("numa2")
+    steps = [run.Step(run.parse_sched("eevdf"), "hackbench -g 1"),
+             run.Step(run.parse_sched("scx_locality:--no-steal"), "echo 'a b'")]
+    text = run.job_script(steps, m)
+    assert "lab_check_topology" in text
+    assert "lab_sched_start locality 60 /usr/local/bin/scx_locality --no-steal; then" in text
+    assert text.count("lab_sched_stop") == 1
+    assert "'echo '\"'\"'a b'\"'\"''" in text  # the command is shell-quoted once for /bin/sh -c
+
+
+KLOG = """\
+[   10.1] sched_ext: BPF scheduler "locality" enabled
+[   20.2] sched_ext: BPF scheduler "locality" disabled (unregistered from user space)
+[   30.3] sched_ext: BPF scheduler "locality" disabled (runnable task stall)
+[   30.3] sched_ext: locality: kworker/1:1[81] failed to run for 30.4s
+[   30.4] other line
+"""
+
+
+def test_sched_exits():
+    ex = run.sched_exits(KLOG)
+    assert ex == [("locality", "unregistered from user space", None),
+                  ("locality", "runnable task stall", "kworker/1:1[81] failed to run for 30.4s")]
+    assert run.is_clean_exit(ex[0][1]) and not run.is_clean_exit(ex[1][1])
+
+
+def ctl_text(records, files=None):
+    out = [f"@@{r}\r" for r in records]
+    for name, data in (files or {}).items():
+        out.append(f"@@file-begin {name}")
+        out.append(base64.b64encode(data).decode())
+        out.append(f"@@file-end {name}")
+    return "\n".join(out) + "\n@@done\n"
+
+
+def test_parse_ctl_success(tmp_path):
+    steps = [run.Step(run.parse_sched("scx_locality"), "true")]
+    text = ctl_text(["booted 3.5", "topo node 0 0-3 10", "topology ok", "step-begin 0",
+                     "sched-start ok locality 4.0 5.25", "cmd-begin 0 5.3", "cmd-end 0 0 7.3",
+                     "sched-stop rc=0 alive_at_stop=1 state=disabled", "step-end 0"],
+                    {"kernel.log": KLOG.splitlines()[1].encode() + b"\n", "sched-0.log": b"hello\n"})
+    r = run.RunResult(machine="numa2", run_dir=str(tmp_path), kernel_log=str(tmp_path / "kernel.log"))
+    run.parse_ctl(text, tmp_path, r, steps)
+    assert r.completed and r.topology_ok and r.boot_s == 3.5
+    s = r.steps[0]
+    assert s.sched_started and s.sched_start_s == 1.25 and s.cmd_exit == 0 and s.cmd_seconds == 2.0
+    assert s.sched_exit_kind == "unregistered from user space" and not s.sched_ejected
+    assert (tmp_path / "sched-0.log").read_text() == "hello\n"
+    assert r.exit_code() == run.EXIT_OK
+
+
+def test_parse_ctl_ejection(tmp_path):
+    steps = [run.Step(run.parse_sched("scx_locality"), "true")]
+    text = ctl_text(["booted 3.5", "topology ok", "step-begin 0", "sched-start ok locality 4.0 5.0",
+                     "cmd-begin 0 5.0", "cmd-end 0 0 9.0", "sched-stop rc=7 alive_at_stop=0 state=disabled"],
+                    {"kernel.log": KLOG.encode()})
+    r = run.RunResult(machine="numa2", run_dir=str(tmp_path), kernel_log=str(tmp_path / "kernel.log"))
+    run.parse_ctl(text, tmp_path, r, steps)
+    assert r.steps[0].sched_ejected
+    assert r.exit_code() == run.EXIT_SCHED
+
+
+def test_parse_ctl_failures(tmp_path):
+    steps = [run.Step(run.parse_sched("eevdf"), "false")]
+    r = run.RunResult(machine="numa2", run_dir=str(tmp_path), kernel_log="")
+    run.parse_ctl(ctl_text(["booted 1", "topology mismatch"]), tmp_path, r, steps)
+    assert r.exit_code() == run.EXIT_TOPOLOGY
+    r = run.RunResult(machine="numa2", run_dir=str(tmp_path), kernel_log="")
+    run.parse_ctl(ctl_text(["booted 1", "topology ok", "step-begin 0", "cmd-begin 0 1", "cmd-end 0 3 2"]),
+                  tmp_path, r, steps)
+    assert r.steps[0].cmd_exit == 3 and r.exit_code() == run.EXIT_CMD_FAILED
+    r = run.RunResult(machine="numa2", run_dir=str(tmp_path), kernel_log="", timed_out=True)
+    assert r.exit_code() == run.EXIT_TIMEOUT
+    r = run.RunResult(machine="numa2", run_dir=str(tmp_path), kernel_log="")
+    run.parse_ctl("", tmp_path, r, steps)
+    assert r.exit_code() == run.EXIT_INTERNAL
+
+
+def test_newest_kernel_and_config():
+    names = ["linux-binary-7.2.12+deb13-amd64", "linux-binary-7.3.4+deb13-amd64",
+             "linux-binary-7.3.4+deb13-rt-amd64", "linux-binary-unsigned-7.3.9+deb13-amd64",
+             "linux-binary-7.10.1+deb13-cloud-amd64", "linux-binary-7.3.10+deb13-amd64"]
+    assert setup.newest_kernel(names) == "linux-binary-7.3.10+deb13-amd64"
+    assert setup.newest_kernel([]) is None
+    assert setup.check_config("CONFIG_SCHED_CLASS_EXT=y\nCONFIG_DEBUG_INFO_BTF=y\nCONFIG_NUMA=y\n") == []
+    assert setup.check_config("# CONFIG_SCHED_CLASS_EXT is not set\nCONFIG_NUMA=y\n") == [
+        "CONFIG_SCHED_CLASS_EXT=y", "CONFIG_DEBUG_INFO_BTF=y"]

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * intf.h - what the BPF side and the Rust agent must agree on.
+ *
+ * Only plain enums live here: the header is compiled both by clang for
+ * the BPF object and by bindgen for the Rust side, and neither needs the
+ * other's type vocabulary. Arrays sized by these constants are declared in
+ * main.bpf.c (rodata filled by the agent before load) so that their
+ * layout comes from one place, the skeleton.
+ *
+ * Nothing assumes a small machine: CPU ids are u16 (up to 65535) and the
+ * arrays are sized for MAX_CPUS; the agent refuses to load on a machine
+ * with more possible CPU ids than that.
+ */
+#ifndef __LOCALITY_INTF_H
+#define __LOCALITY_INTF_H
+
+enum locality_consts {
+	MAX_CPUS	= 1024,		/* power of two: used as an index mask */
+	MAX_LLCS	= MAX_CPUS,	/* an override may make every CPU its own LLC */
+	MAX_NODES	= 64,
+	MAX_SMT		= 8,		/* hardware threads per core (POWER has 8) */
+
+	/* default knobs, overridable from the command line */
+	DFL_SLICE_US	= 5000,
+	DFL_IWQ_PERIOD_US = 1000,	/* idle-while-queued sampling period */
+
+	/*
+	 * A stealer looks at no more than this many tasks of one victim DSQ
+	 * (it skips tasks whose affinity excludes it). Keeps dispatch cheap
+	 * and the verifier's job bounded.
+	 */
+	STEAL_SCAN_MAX	= 8,
+};
+
+/*
+ * Counter indices of the per-CPU "stats" array map. The agent sums the
+ * per-CPU values. Append only: the Rust side names them by index.
+ */
+enum locality_stat {
+	/* push side: where ops.select_cpu found a CPU */
+	STAT_PICK_PREV_CORE,	/* prev CPU, its whole core idle */
+	STAT_PICK_LLC_CORE,	/* an idle core in prev's LLC */
+	STAT_PICK_LLC_CPU,	/* an idle CPU (maybe prev) in prev's LLC */
+	STAT_PICK_NODE_CPU,	/* an idle CPU in prev's node */
+	STAT_PICK_OTHER,	/* an idle CPU anywhere else */
+	STAT_PICK_NONE,		/* nothing idle: stay on prev */
+
+	/* pull side: where ops.dispatch found work when its own DSQ was empty */
+	STAT_STEAL_SMT,
+	STAT_STEAL_LLC,
+	STAT_STEAL_NODE,
+	STAT_STEAL_REMOTE,
+	STAT_STEAL_OFFLINE,	/* drained the DSQ of an offline CPU */
+
+	/* migrations seen in ops.running */
+	STAT_MIGR_CROSS_LLC,
+	STAT_MIGR_CROSS_NODE,
+
+	/* idle-while-queued estimates, in ns (sampled, see main.bpf.c) */
+	STAT_IWQ_LLC_NS,
+	STAT_IWQ_NODE_NS,
+
+	/* traffic */
+	STAT_ENQUEUE,		/* ops.enqueue inserts into a per-CPU DSQ */
+	STAT_ENQ_FALLBACK,	/* ... into another CPU than task_cpu (offline/affinity) */
+	STAT_DIRECT,		/* select_cpu dispatched straight to an idle CPU */
+	STAT_DISPATCH_LOCAL,	/* ops.dispatch took from its own DSQ */
+	STAT_KEEP_PREV,		/* nothing found, prev keeps the CPU */
+	STAT_KICK_STEALER,	/* woke an idle CPU to pull from an overloaded one */
+
+	NR_STATS,
+};
+
+#endif /* __LOCALITY_INTF_H */

@@ -1,0 +1,713 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * scx_locality - locality-aware placement for sched_ext.
+ *
+ * Idea. A woken task should land where its cache is still warm, and an idle
+ * CPU should take queued work from as close as possible. Both halves walk
+ * the same hierarchy, nearest first: SMT core, last-level cache (LLC),
+ * NUMA node, rest of the machine.
+ *
+ *   push (push.bpf.c, ops.select_cpu): prev CPU if its whole core is idle,
+ *        else an idle core in prev's LLC, else an idle CPU in that LLC,
+ *        else in the node, else (policy hook) anywhere; otherwise stay.
+ *   pull (pull.bpf.c, ops.dispatch): a CPU whose own queue is empty steals
+ *        from its SMT siblings, then its LLC, then its node; beyond the
+ *        node only if the NUMA policy hook allows it.
+ *
+ * Seed: Steve Sistare's "select_idle_sibling rework" for CFS (2018), which
+ * searched idle cores/CPUs by LLC from a sparse idle mask and added
+ * fine-grained stealing of queued tasks by CPUs about to go idle.
+ *
+ * This file holds the shared state, the queues, fairness and the ops glue.
+ * It #includes the mechanism files so the BPF object is one compilation
+ * unit (static helpers inline across them, one skeleton):
+ *
+ *   push.bpf.c   idle-CPU search at wakeup
+ *   pull.bpf.c   dispatch-time stealing, and waking an idle stealer
+ *   numa.bpf.c   (later issue) NUMA policy: replaces the numa_may_*()
+ *                hooks below with a real policy
+ *   cache.bpf.c  (later issue) cache-footprint policy
+ *
+ * Queues. One vtime-ordered user DSQ per CPU, id == CPU number. A task is
+ * queued on the DSQ of the CPU it was placed on (task_cpu after
+ * select_cpu), or of an allowed online CPU if that one is not usable.
+ *
+ * Fairness. Weighted virtual time: a task's vtime advances by
+ * runtime * 100 / weight when it stops running; DSQs are ordered by it.
+ * vtime_now follows the largest vtime seen running; a task waking up is
+ * lifted to at least vtime_now - slice_lag so a long sleep cannot be banked
+ * into unbounded priority. Every queued task is reached eventually: its
+ * CPU drains its own DSQ in vtime order and stealers only add consumers.
+ *
+ * Never stranding a task:
+ * - affinity: ops.enqueue only uses a DSQ of a CPU in p->cpus_ptr; a
+ *   stealer only takes tasks allowed on itself.
+ * - affinity change while queued: the kernel dequeues the task, calls
+ *   ops.set_cpumask and enqueues it again, so ops.enqueue re-places it
+ *   with the new mask; nothing to do in ops.set_cpumask.
+ * - per-CPU kthreads: task_cpu is their only allowed CPU, so they go to
+ *   that CPU's DSQ like everyone else and compete in vtime order.
+ * - migration-disabled tasks: SCX_OPS_ENQ_MIGRATION_DISABLED is not set,
+ *   so the kernel queues them on their CPU's local DSQ itself and
+ *   ops.enqueue never sees them.
+ * - CPU hotplug: ops.cpu_online/cpu_offline are implemented (otherwise the
+ *   kernel ejects the scheduler on hotplug). The DSQ of an offline CPU is
+ *   drained by any CPU the queued tasks are allowed on, at any distance.
+ *   A CPU that comes online without a known topology (it was offline when
+ *   the agent read sysfs) makes the scheduler exit with
+ *   SCX_ECODE_ACT_RESTART so the agent reloads with a fresh topology.
+ *
+ * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
+ * no_idle_core, steal_cross_node, push_cross_node, iwq_period_ns.
+ * Stats: the per-CPU "stats" array, indices in intf.h.
+ */
+#include <scx/common.bpf.h>
+#include "intf.h"
+
+char _license[] SEC("license") = "GPL";
+
+UEI_DEFINE(uei);
+
+#define CPU_MASK	(MAX_CPUS - 1)
+
+/* ---- knobs and topology: rodata, written by the agent before load ---- */
+
+const volatile u32 nr_cpus = 1;		/* nr_cpu_ids: every CPU id is below */
+const volatile u32 nr_llcs = 1;
+const volatile u32 nr_nodes = 1;
+
+const volatile u64 slice_ns = DFL_SLICE_US * 1000ULL;
+const volatile u64 slice_lag_ns = DFL_SLICE_US * 1000ULL;
+const volatile u64 iwq_period_ns = DFL_IWQ_PERIOD_US * 1000ULL;
+const volatile bool no_steal;
+const volatile bool no_idle_core;
+const volatile bool steal_cross_node;
+const volatile bool push_cross_node = true;
+
+const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */
+const volatile u16 cpu_node[MAX_CPUS];	/* dense node index of each CPU */
+const volatile u16 cpu_core[MAX_CPUS];	/* dense core index of each CPU */
+const volatile u8 cpu_topo_known[MAX_CPUS]; /* 0: was offline, topology guessed */
+
+/* SMT siblings of each CPU (itself excluded): cpu_sibs[cpu * MAX_SMT + i] */
+const volatile u8 cpu_nr_sibs[MAX_CPUS];
+const volatile u16 cpu_sibs[MAX_CPUS * MAX_SMT];
+
+/*
+ * CPU lists per LLC and per node, compressed-row style: LLC l owns
+ * llc_cpus[llc_off[l] .. llc_off[l + 1]). Walking a short list of ids is
+ * cheaper and easier on the verifier than scanning a bitmap.
+ */
+const volatile u32 llc_off[MAX_LLCS + 1];
+const volatile u16 llc_cpus[MAX_CPUS];
+const volatile u32 node_off[MAX_NODES + 1];
+const volatile u16 node_cpus[MAX_CPUS];
+
+/* ---- mutable global state ---- */
+
+u64 vtime_now;				/* max vtime seen in ops.running */
+u8 cpu_is_online[MAX_CPUS];
+u32 nr_offline;				/* possible CPUs currently offline */
+
+/*
+ * overloaded[cpu]: the CPU's DSQ had a task queued behind a running one.
+ * A hint for stealers, set in ops.enqueue and refreshed whenever someone
+ * looks at that DSQ; a stale 1 costs one empty DSQ walk, a stale 0 is
+ * impossible for long because every insert sets it again.
+ */
+u8 overloaded[MAX_CPUS];
+u32 rotor[MAX_CPUS];			/* per-CPU scan start rotation */
+
+/* idle-while-queued scratch, used only by the (single) timer callback */
+u32 iwq_llc_idle[MAX_LLCS], iwq_llc_queued[MAX_LLCS];
+u32 iwq_node_idle[MAX_NODES], iwq_node_queued[MAX_NODES];
+
+/* ---- maps ---- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_STATS);
+	__type(key, u32);
+	__type(value, u64);
+} stats SEC(".maps");
+
+struct task_ctx {
+	u64 vtime;		/* weighted virtual time */
+	u64 started_at;		/* when it last started running */
+	s32 last_cpu;		/* where it last ran, -1 if never */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_ctx);
+} task_ctxs SEC(".maps");
+
+struct mask_ctx {
+	struct bpf_cpumask __kptr *mask;
+};
+
+/* kernel cpumasks of each LLC / node, for scx_bpf_pick_idle_cpu() */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_LLCS);
+	__type(key, u32);
+	__type(value, struct mask_ctx);
+} llc_masks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_NODES);
+	__type(key, u32);
+	__type(value, struct mask_ctx);
+} node_masks SEC(".maps");
+
+/* [0]: CPUs online as far as sched_ext told us */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct mask_ctx);
+} online_mask SEC(".maps");
+
+/*
+ * Per-CPU scratch mask for "LLC (or node) AND p->cpus_ptr". Only the
+ * scheduling callbacks use it; they run with IRQs off and do not nest on
+ * one CPU, so one mask per CPU is enough.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct mask_ctx);
+} scratch_masks SEC(".maps");
+
+struct iwq_timer {
+	struct bpf_timer timer;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct iwq_timer);
+} iwq_timers SEC(".maps");
+
+/* ---- small helpers ---- */
+
+static __always_inline void stat_add(u32 idx, u64 val)
+{
+	u64 *cnt = bpf_map_lookup_elem(&stats, &idx);
+
+	if (cnt)
+		*cnt += val;
+}
+
+static __always_inline void stat_inc(u32 idx)
+{
+	stat_add(idx, 1);
+}
+
+static __always_inline bool cpu_valid(s32 cpu)
+{
+	return cpu >= 0 && cpu < nr_cpus && cpu < MAX_CPUS;
+}
+
+static __always_inline bool cpu_online(s32 cpu)
+{
+	return cpu_valid(cpu) && cpu_is_online[cpu & CPU_MASK];
+}
+
+static __always_inline struct task_ctx *task_ctx(struct task_struct *p)
+{
+	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
+}
+
+static __always_inline const struct cpumask *llc_cpumask(u32 llc)
+{
+	struct mask_ctx *m = bpf_map_lookup_elem(&llc_masks, &llc);
+
+	return m && m->mask ? cast_mask(m->mask) : NULL;
+}
+
+static __always_inline const struct cpumask *node_cpumask(u32 node)
+{
+	struct mask_ctx *m = bpf_map_lookup_elem(&node_masks, &node);
+
+	return m && m->mask ? cast_mask(m->mask) : NULL;
+}
+
+static __always_inline struct bpf_cpumask *scratch_mask(void)
+{
+	u32 zero = 0;
+	struct mask_ctx *m = bpf_map_lookup_elem(&scratch_masks, &zero);
+
+	return m ? m->mask : NULL;
+}
+
+static __always_inline const struct cpumask *online_cpumask(void)
+{
+	u32 zero = 0;
+	struct mask_ctx *m = bpf_map_lookup_elem(&online_mask, &zero);
+
+	return m && m->mask ? cast_mask(m->mask) : NULL;
+}
+
+/* ---- NUMA policy hooks: placeholders until numa.bpf.c exists ---- */
+
+/* May @cpu steal queued work from @victim in another node? */
+static __always_inline bool numa_may_steal_across(s32 cpu, s32 victim)
+{
+	return steal_cross_node;
+}
+
+/* May select_cpu put @p on an idle CPU outside the node of @prev_cpu? */
+static __always_inline bool numa_may_push_across(struct task_struct *p, s32 prev_cpu)
+{
+	return push_cross_node;
+}
+
+#include "push.bpf.c"
+#include "pull.bpf.c"
+
+/* ---- ops ---- */
+
+s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
+		   u64 wake_flags)
+{
+	s32 cpu = push_pick_cpu(p, prev_cpu);
+
+	if (cpu >= 0) {
+		/*
+		 * We claimed an idle CPU (its idle bit is cleared), so its local
+		 * DSQ is empty and the task runs next there: skipping the vtime
+		 * DSQ costs no fairness. The task's vtime is still charged in
+		 * ops.stopping.
+		 */
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		stat_inc(STAT_DIRECT);
+		return cpu;
+	}
+	return prev_cpu;
+}
+
+void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx = task_ctx(p);
+	u64 vtime = tctx ? tctx->vtime : vtime_now;
+	s32 cpu = scx_bpf_task_cpu(p);
+	const struct cpumask *idle;
+	bool is_idle;
+
+	if (!cpu_online(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+		const struct cpumask *online = online_cpumask();
+
+		cpu = online ? bpf_cpumask_any_and_distribute(p->cpus_ptr, online) :
+			       nr_cpus;
+		if (!cpu_valid(cpu)) {
+			/*
+			 * No allowed CPU is online (a transient state during
+			 * hotplug): the global DSQ is consumed by every CPU
+			 * and the kernel checks affinity there.
+			 */
+			scx_bpf_dsq_insert(p, SCX_DSQ_GLOBAL, slice_ns, enq_flags);
+			return;
+		}
+		stat_inc(STAT_ENQ_FALLBACK);
+	}
+
+	scx_bpf_dsq_insert_vtime(p, cpu, slice_ns, vtime, enq_flags);
+	stat_inc(STAT_ENQUEUE);
+
+	idle = scx_bpf_get_idle_cpumask();
+	is_idle = bpf_cpumask_test_cpu(cpu, idle);
+	scx_bpf_put_idle_cpumask(idle);
+
+	if (is_idle) {
+		/* its owner will take it: just make sure it wakes up */
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	} else {
+		/* queued behind a running task: advertise it to stealers */
+		overloaded[cpu & CPU_MASK] = 1;
+		pull_kick_stealer(p, cpu);
+	}
+}
+
+void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
+{
+	if (!cpu_valid(cpu))
+		return;
+
+	if (scx_bpf_dsq_move_to_local(cpu, 0)) {
+		stat_inc(STAT_DISPATCH_LOCAL);
+		if (!scx_bpf_dsq_nr_queued(cpu))
+			overloaded[cpu & CPU_MASK] = 0;
+		return;
+	}
+	overloaded[cpu & CPU_MASK] = 0;
+
+	if (pull_steal(cpu))
+		return;
+
+	/*
+	 * Nothing queued anywhere near. If prev is still runnable let it keep
+	 * the CPU. We do not set SCX_OPS_ENQ_LAST, so the kernel would keep it
+	 * anyway, but with its default 20 ms slice if the old one ran out:
+	 * refill it with ours so the slice knob means what it says.
+	 */
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+		scx_bpf_task_set_slice(prev, slice_ns);
+		stat_inc(STAT_KEEP_PREV);
+	}
+}
+
+void BPF_STRUCT_OPS(locality_runnable, struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx = task_ctx(p);
+	u64 floor;
+
+	if (!tctx)
+		return;
+	/* waking up: no more credit than slice_lag behind the front */
+	floor = vtime_now > slice_lag_ns ? vtime_now - slice_lag_ns : 0;
+	if (time_before(tctx->vtime, floor))
+		tctx->vtime = floor;
+}
+
+void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
+{
+	struct task_ctx *tctx = task_ctx(p);
+	s32 cpu = scx_bpf_task_cpu(p);
+	s32 last;
+
+	if (!tctx)
+		return;
+
+	tctx->started_at = scx_bpf_now();
+	/* racy max without atomics: an occasional lost update is harmless */
+	if (time_before(vtime_now, tctx->vtime))
+		vtime_now = tctx->vtime;
+
+	last = tctx->last_cpu;
+	tctx->last_cpu = cpu;
+	if (last == cpu || !cpu_valid(last) || !cpu_valid(cpu))
+		return;
+	if (cpu_llc[last & CPU_MASK] != cpu_llc[cpu & CPU_MASK])
+		stat_inc(STAT_MIGR_CROSS_LLC);
+	if (cpu_node[last & CPU_MASK] != cpu_node[cpu & CPU_MASK])
+		stat_inc(STAT_MIGR_CROSS_NODE);
+}
+
+void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
+{
+	struct task_ctx *tctx = task_ctx(p);
+	u64 used, weight;
+
+	if (!tctx)
+		return;
+	used = time_delta(scx_bpf_now(), tctx->started_at);
+	weight = p->scx.weight ?: 100;
+	tctx->vtime += used * 100 / weight;
+}
+
+void BPF_STRUCT_OPS(locality_enable, struct task_struct *p)
+{
+	struct task_ctx *tctx = task_ctx(p);
+
+	if (tctx) {
+		tctx->vtime = vtime_now;
+		tctx->last_cpu = -1;
+	}
+}
+
+s32 BPF_STRUCT_OPS(locality_init_task, struct task_struct *p,
+		   struct scx_init_task_args *args)
+{
+	struct task_ctx *tctx;
+
+	tctx = bpf_task_storage_get(&task_ctxs, p, 0,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!tctx)
+		return -ENOMEM;
+	tctx->vtime = vtime_now;
+	tctx->last_cpu = -1;
+	return 0;
+}
+
+static void set_online(s32 cpu, bool online)
+{
+	const struct cpumask *m;
+	u32 zero = 0;
+	struct mask_ctx *mc;
+
+	if (!cpu_valid(cpu))
+		return;
+	if (cpu_is_online[cpu & CPU_MASK] == online)
+		return;
+	cpu_is_online[cpu & CPU_MASK] = online;
+	if (online)
+		__sync_fetch_and_sub(&nr_offline, 1);
+	else
+		__sync_fetch_and_add(&nr_offline, 1);
+
+	mc = bpf_map_lookup_elem(&online_mask, &zero);
+	if (mc && mc->mask) {
+		if (online)
+			bpf_cpumask_set_cpu(cpu, mc->mask);
+		else
+			bpf_cpumask_clear_cpu(cpu, mc->mask);
+	}
+}
+
+void BPF_STRUCT_OPS(locality_cpu_online, s32 cpu)
+{
+	if (cpu_valid(cpu) && !cpu_topo_known[cpu & CPU_MASK]) {
+		/* we only guessed this CPU's LLC/node: reload with fresh sysfs */
+		scx_bpf_exit(SCX_ECODE_ACT_RESTART | SCX_ECODE_RSN_HOTPLUG,
+			     "CPU %d came online with unknown topology", cpu);
+		return;
+	}
+	set_online(cpu, true);
+	/* it may have tasks queued from before it went away */
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+void BPF_STRUCT_OPS(locality_cpu_offline, s32 cpu)
+{
+	set_online(cpu, false);
+	/*
+	 * Its DSQ is now drained by others (pull_steal_offline); poke one
+	 * idle CPU of its LLC so that starts right away.
+	 */
+	if (cpu_valid(cpu) && scx_bpf_dsq_nr_queued(cpu))
+		pull_kick_any_near(cpu);
+}
+
+/* ---- idle-while-queued sampling ---- */
+
+/*
+ * Every iwq_period_ns, per LLC: idle = its online CPUs in the idle mask,
+ * queued = tasks waiting in its CPUs' DSQs. min(idle, queued) CPUs could
+ * have been running queued work, so add min * period to the LLC counter;
+ * likewise per node. This is a sampled estimate (a state shorter than the
+ * period may be missed or counted whole) and ignores affinity, but it is
+ * cheap: one pass over the CPUs and one over the LLCs and nodes.
+ */
+static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
+{
+	const struct cpumask *idle;
+	u64 llc_sum = 0, node_sum = 0;
+	u32 i;
+
+	bpf_for(i, 0, nr_llcs) {
+		if (i >= MAX_LLCS)
+			break;
+		iwq_llc_idle[i] = 0;
+		iwq_llc_queued[i] = 0;
+	}
+	bpf_for(i, 0, nr_nodes) {
+		if (i >= MAX_NODES)
+			break;
+		iwq_node_idle[i] = 0;
+		iwq_node_queued[i] = 0;
+	}
+
+	idle = scx_bpf_get_idle_cpumask();
+	bpf_for(i, 0, nr_cpus) {
+		u32 c = i & CPU_MASK, l, n;
+		s32 q;
+		bool is_idle;
+
+		if (i >= MAX_CPUS)
+			break;
+		if (!cpu_is_online[c])
+			continue;
+		l = cpu_llc[c];
+		n = cpu_node[c];
+		if (l >= MAX_LLCS || n >= MAX_NODES)
+			continue;
+		is_idle = bpf_cpumask_test_cpu(i, idle);
+		q = scx_bpf_dsq_nr_queued(i);
+		if (is_idle) {
+			iwq_llc_idle[l]++;
+			iwq_node_idle[n]++;
+		}
+		if (q > 0) {
+			iwq_llc_queued[l] += q;
+			iwq_node_queued[n] += q;
+		}
+	}
+	scx_bpf_put_idle_cpumask(idle);
+
+	bpf_for(i, 0, nr_llcs) {
+		if (i >= MAX_LLCS)
+			break;
+		llc_sum += min(iwq_llc_idle[i], iwq_llc_queued[i]);
+	}
+	bpf_for(i, 0, nr_nodes) {
+		if (i >= MAX_NODES)
+			break;
+		node_sum += min(iwq_node_idle[i], iwq_node_queued[i]);
+	}
+	if (llc_sum)
+		stat_add(STAT_IWQ_LLC_NS, llc_sum * iwq_period_ns);
+	if (node_sum)
+		stat_add(STAT_IWQ_NODE_NS, node_sum * iwq_period_ns);
+
+	bpf_timer_start(timer, iwq_period_ns, 0);
+	return 0;
+}
+
+/* ---- init / exit ---- */
+
+/* Create a kernel cpumask holding list[start..end) and store it at key. */
+static s32 make_mask(void *map, u32 key, u32 start, u32 end, bool is_llc)
+{
+	struct bpf_cpumask *mask, *old;
+	struct mask_ctx *mc;
+	u32 i;
+
+	mc = bpf_map_lookup_elem(map, &key);
+	if (!mc)
+		return -ENOENT;
+	mask = bpf_cpumask_create();
+	if (!mask)
+		return -ENOMEM;
+	bpf_for(i, start, end) {
+		u16 cpu = is_llc ? llc_cpus[i & CPU_MASK] : node_cpus[i & CPU_MASK];
+
+		if (cpu < nr_cpus)
+			bpf_cpumask_set_cpu(cpu, mask);
+	}
+	old = bpf_kptr_xchg(&mc->mask, mask);
+	if (old)
+		bpf_cpumask_release(old);
+	return 0;
+}
+
+static s32 init_online(void)
+{
+	const struct cpumask *online = NULL;
+	struct bpf_cpumask *mask, *old;
+	struct mask_ctx *mc;
+	u32 zero = 0, i;
+
+	mc = bpf_map_lookup_elem(&online_mask, &zero);
+	if (!mc)
+		return -ENOENT;
+	mask = bpf_cpumask_create();
+	if (!mask)
+		return -ENOMEM;
+
+	if (bpf_ksym_exists(scx_bpf_get_online_cpumask))
+		online = scx_bpf_get_online_cpumask();
+	bpf_for(i, 0, nr_cpus) {
+		bool on;
+
+		if (i >= MAX_CPUS)
+			break;
+		/* without the kfunc, trust the agent: known == was online */
+		on = online ? bpf_cpumask_test_cpu(i, online) : cpu_topo_known[i];
+		cpu_is_online[i] = on;
+		if (on)
+			bpf_cpumask_set_cpu(i, mask);
+		else
+			nr_offline++;
+	}
+	if (online)
+		scx_bpf_put_cpumask(online);
+
+	old = bpf_kptr_xchg(&mc->mask, mask);
+	if (old)
+		bpf_cpumask_release(old);
+	return 0;
+}
+
+static s32 init_scratch(void)
+{
+	struct bpf_cpumask *mask, *old;
+	struct mask_ctx *mc;
+	u32 zero = 0, i;
+
+	bpf_for(i, 0, nr_cpus) {
+		mc = bpf_map_lookup_percpu_elem(&scratch_masks, &zero, i);
+		if (!mc)
+			continue;	/* not a possible CPU */
+		mask = bpf_cpumask_create();
+		if (!mask)
+			return -ENOMEM;
+		old = bpf_kptr_xchg(&mc->mask, mask);
+		if (old)
+			bpf_cpumask_release(old);
+	}
+	return 0;
+}
+
+s32 BPF_STRUCT_OPS_SLEEPABLE(locality_init)
+{
+	struct bpf_timer *timer;
+	u32 zero = 0, i;
+	s32 ret;
+
+	bpf_for(i, 0, nr_cpus) {
+		ret = scx_bpf_create_dsq(i, -1);
+		if (ret) {
+			scx_bpf_error("failed to create DSQ %d (%d)", i, ret);
+			return ret;
+		}
+	}
+
+	bpf_for(i, 0, nr_llcs) {
+		if (i >= MAX_LLCS)
+			break;
+		ret = make_mask(&llc_masks, i, llc_off[i], llc_off[i + 1], true);
+		if (ret)
+			return ret;
+	}
+	bpf_for(i, 0, nr_nodes) {
+		if (i >= MAX_NODES)
+			break;
+		ret = make_mask(&node_masks, i, node_off[i], node_off[i + 1], false);
+		if (ret)
+			return ret;
+	}
+
+	ret = init_online();
+	if (ret)
+		return ret;
+	ret = init_scratch();
+	if (ret)
+		return ret;
+
+	timer = bpf_map_lookup_elem(&iwq_timers, &zero);
+	if (!timer)
+		return -ENOENT;
+	bpf_timer_init(timer, &iwq_timers, CLOCK_MONOTONIC);
+	bpf_timer_set_callback(timer, iwq_timerfn);
+	ret = bpf_timer_start(timer, iwq_period_ns, 0);
+	if (ret)
+		scx_bpf_error("failed to start the idle-while-queued timer (%d)", ret);
+	return ret;
+}
+
+void BPF_STRUCT_OPS(locality_exit, struct scx_exit_info *ei)
+{
+	UEI_RECORD(uei, ei);
+}
+
+SCX_OPS_DEFINE(locality_ops,
+	       .select_cpu	= (void *)locality_select_cpu,
+	       .enqueue		= (void *)locality_enqueue,
+	       .dispatch	= (void *)locality_dispatch,
+	       .runnable	= (void *)locality_runnable,
+	       .running		= (void *)locality_running,
+	       .stopping	= (void *)locality_stopping,
+	       .enable		= (void *)locality_enable,
+	       .init_task	= (void *)locality_init_task,
+	       .cpu_online	= (void *)locality_cpu_online,
+	       .cpu_offline	= (void *)locality_cpu_offline,
+	       .init		= (void *)locality_init,
+	       .exit		= (void *)locality_exit,
+	       .timeout_ms	= 5000,
+	       .name		= "locality");

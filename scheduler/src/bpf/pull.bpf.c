@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * pull.bpf.c - what does a CPU with an empty queue run? (ops.dispatch)
+ *
+ * Idea: before going idle, a CPU steals a queued task from the nearest
+ * overloaded CPU (one running a task with others waiting in its DSQ):
+ *
+ *   1. its SMT siblings          (shares L1/L2: nearly free to move)
+ *   2. the other CPUs of its LLC (shares the LLC)
+ *   3. the other CPUs of its node
+ *   4. DSQs of offline CPUs, at any distance (never strand a task)
+ *   5. CPUs of other nodes, only if numa_may_steal_across() allows it
+ *
+ * The victim's lowest-vtime task that may run here (p->cpus_ptr) and is not
+ * running is moved to this CPU's local DSQ. Within a level the scan starts
+ * at a per-CPU rotating offset so that stealers do not all converge on the
+ * first CPU of the list. Loops are bounded by the list lengths (at most
+ * MAX_CPUS) and by STEAL_SCAN_MAX tasks per victim DSQ.
+ *
+ * The other half of pulling is waking a stealer: an idle CPU runs
+ * ops.dispatch only when something wakes it. When ops.enqueue queues a task
+ * behind a running one it calls pull_kick_stealer(), which claims one idle
+ * CPU allowed for the task in the victim's LLC (else node) and kicks it.
+ *
+ * Seed: the stealing half of Steve Sistare's 2018 CFS rework (steal a task
+ * from an overloaded CPU of the same LLC when going idle, found through a
+ * sparse overload mask). Here the overload mask is a per-CPU byte array
+ * (overloaded[]), the hierarchy is extended to SMT and node levels, and the
+ * queues are sched_ext DSQs.
+ *
+ * Knobs: no_steal disables levels 1-3 and 5 and the stealer kick (level 4
+ * stays: it is about correctness, not balance); steal_cross_node feeds
+ * numa_may_steal_across().
+ * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_KICK_STEALER.
+ */
+
+/*
+ * Move one task from @victim's DSQ to @cpu's local DSQ. Not inlined: it is
+ * called from every level and holds the only DSQ iterator.
+ */
+static __noinline bool steal_from(s32 cpu, s32 victim)
+{
+	struct task_struct *p;
+	u32 seen = 0;
+
+	bpf_for_each(scx_dsq, p, victim, 0) {
+		if (++seen > STEAL_SCAN_MAX)
+			break;
+		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+			continue;
+		if (scx_bpf_task_running(p))
+			continue;
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			return true;
+	}
+	return false;
+}
+
+/* Try @victim if it advertises queued work; refresh its hint either way. */
+static __always_inline bool try_victim(s32 cpu, s32 victim)
+{
+	u32 v = victim & CPU_MASK;
+
+	if (victim == cpu || !overloaded[v])
+		return false;
+	if (steal_from(cpu, victim)) {
+		if (!scx_bpf_dsq_nr_queued(victim))
+			overloaded[v] = 0;
+		return true;
+	}
+	if (!scx_bpf_dsq_nr_queued(victim))
+		overloaded[v] = 0;
+	return false;
+}
+
+static __always_inline u32 rotor_next(s32 cpu)
+{
+	return rotor[cpu & CPU_MASK]++;
+}
+
+static bool steal_smt(s32 cpu)
+{
+	u32 c = cpu & CPU_MASK, i, n = cpu_nr_sibs[c];
+
+	bpf_for(i, 0, n) {
+		u32 v;
+
+		if (i >= MAX_SMT)
+			break;
+		v = cpu_sibs[(c * MAX_SMT + i) & (MAX_CPUS * MAX_SMT - 1)];
+		if (try_victim(cpu, v)) {
+			stat_inc(STAT_STEAL_SMT);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Scan list[start..end) from a rotating offset, skipping CPUs in @skip_llc
+ * (if >= 0) or sharing @cpu's core. */
+static bool steal_list(s32 cpu, u32 start, u32 end, bool is_llc, s32 skip_llc,
+		       u32 stat)
+{
+	u32 c = cpu & CPU_MASK, n, i, j;
+
+	if (end <= start || end > MAX_CPUS)
+		return false;
+	n = end - start;
+	j = rotor_next(cpu) % n;
+	bpf_for(i, 0, n) {
+		u32 idx = (start + j) & CPU_MASK;
+		u32 v = is_llc ? llc_cpus[idx] : node_cpus[idx];
+
+		if (++j >= n)
+			j = 0;
+		v &= CPU_MASK;
+		if (cpu_core[v] == cpu_core[c])
+			continue;	/* self and SMT siblings: done already */
+		if (skip_llc >= 0 && cpu_llc[v] == skip_llc)
+			continue;	/* same LLC: done already */
+		if (try_victim(cpu, v)) {
+			stat_inc(stat);
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool steal_remote(s32 cpu)
+{
+	u32 c = cpu & CPU_MASK, i, j;
+
+	j = rotor_next(cpu) % nr_cpus;
+	bpf_for(i, 0, nr_cpus) {
+		u32 v = j & CPU_MASK;
+
+		if (++j >= nr_cpus)
+			j = 0;
+		if (cpu_node[v] == cpu_node[c])
+			continue;
+		if (!numa_may_steal_across(cpu, v))
+			continue;
+		if (try_victim(cpu, v)) {
+			stat_inc(STAT_STEAL_REMOTE);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Drain DSQs of offline CPUs; they have no owner to do it. */
+static bool steal_offline(s32 cpu)
+{
+	u32 i;
+
+	bpf_for(i, 0, nr_cpus) {
+		if (i >= MAX_CPUS)
+			break;
+		if (cpu_is_online[i] || !scx_bpf_dsq_nr_queued(i))
+			continue;
+		if (steal_from(cpu, i)) {
+			stat_inc(STAT_STEAL_OFFLINE);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Called by ops.dispatch when @cpu's own DSQ is empty. */
+static bool pull_steal(s32 cpu)
+{
+	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c];
+
+	if (!no_steal) {
+		if (steal_smt(cpu))
+			return true;
+		if (l < MAX_LLCS &&
+		    steal_list(cpu, llc_off[l], llc_off[l + 1], true, -1,
+			       STAT_STEAL_LLC))
+			return true;
+		if (n < MAX_NODES &&
+		    steal_list(cpu, node_off[n], node_off[n + 1], false, l,
+			       STAT_STEAL_NODE))
+			return true;
+	}
+	if (nr_offline && steal_offline(cpu))
+		return true;
+	if (!no_steal && steal_remote(cpu))
+		return true;
+	return false;
+}
+
+/* Claim and kick one idle CPU of @mask allowed for @p (scratch mask used). */
+static __always_inline bool kick_idle_in(struct task_struct *p,
+					 const struct cpumask *mask)
+{
+	struct bpf_cpumask *tmp = scratch_mask();
+	s32 cpu;
+
+	if (!tmp || !mask)
+		return false;
+	if (p)
+		bpf_cpumask_and(tmp, mask, p->cpus_ptr);
+	else
+		bpf_cpumask_copy(tmp, mask);
+	cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
+	if (cpu < 0)
+		return false;
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	stat_inc(STAT_KICK_STEALER);
+	return true;
+}
+
+/*
+ * @p was just queued on busy @victim: wake one idle CPU nearby that may run
+ * it, so that CPU's ops.dispatch pulls it instead of it waiting a slice.
+ */
+static void pull_kick_stealer(struct task_struct *p, s32 victim)
+{
+	u32 v = victim & CPU_MASK;
+
+	if (no_steal)
+		return;
+	if (kick_idle_in(p, llc_cpumask(cpu_llc[v])))
+		return;
+	kick_idle_in(p, node_cpumask(cpu_node[v]));
+}
+
+/* @victim went offline with tasks queued: wake anyone nearby to drain it. */
+static void pull_kick_any_near(s32 victim)
+{
+	u32 v = victim & CPU_MASK;
+
+	if (kick_idle_in(NULL, llc_cpumask(cpu_llc[v])))
+		return;
+	if (kick_idle_in(NULL, node_cpumask(cpu_node[v])))
+		return;
+	{
+		const struct cpumask *online = online_cpumask();
+
+		if (online)
+			kick_idle_in(NULL, online);
+	}
+}
