@@ -6,6 +6,7 @@ Commands:
   machines              one line per machine with its topology summary
   run                   boot a machine, optionally start a scheduler, run a command, report as JSON
   image                 build (or reuse) the guest image and print its path
+  soak                  reliability suite (stress, hotplug, cgroups, RT hog, pinning, start/stop, kill -9)
 
 Exit codes of `run`: 0 ok, 1 the command failed, 2 bad usage, 3 setup missing, 4 topology mismatch,
 5 scheduler failed to start or was ejected, 6 timeout (guest killed), 7 unknown or malformed machine,
@@ -19,7 +20,7 @@ import shlex
 import sys
 from dataclasses import asdict
 
-from . import image, machines, run, setup
+from . import image, machines, run, setup, soak
 
 
 def cmd_setup(args) -> int:
@@ -83,6 +84,12 @@ def cmd_run(args) -> int:
     return result.exit_code()
 
 
+def cmd_soak(args) -> int:
+    if not 1 <= args.minutes <= 24 * 60:
+        raise run.UsageError(f"--minutes {args.minutes} is out of range 1..1440")
+    return soak.main(args.machine, args.sched, args.fast, args.minutes, args.case, args.out, args.verbose)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bin/lab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -106,6 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
     s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD... (run by the guest's /bin/sh)")
     s.set_defaults(func=cmd_run)
+    s = sub.add_parser("soak", help="reliability suite: stress, hotplug, cgroups, RT hog, pinning, start/stop",
+                       description="Run the reliability cases (lab/reliability/) with the scheduler loaded. "
+                                   "Exit 0 when every case passed, 1 otherwise.")
+    s.add_argument("--machine", default="haswell2s", help="machine (default haswell2s)")
+    s.add_argument("--sched", default="scx_locality", help="NAME[:ARGS] (default scx_locality)")
+    s.add_argument("--fast", action="store_true", help="one short round (what make test runs)")
+    s.add_argument("--minutes", type=float, default=30, help="repeat full rounds for this long (default 30)")
+    s.add_argument("--case", action="append", help="run only this case (repeatable)")
+    s.add_argument("--out", help="folder for the rounds and the summary (default: a new run folder)")
+    s.add_argument("-v", "--verbose", action="store_true", help="stream the guest console")
+    s.set_defaults(func=cmd_soak)
     return p
 
 

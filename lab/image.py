@@ -101,6 +101,8 @@ def collect_inputs(include_scheduler: bool = True) -> dict[str, str]:
     files[f"/boot/config-{rel}"] = str(config)
     files["/init"] = str(GUEST_DIR / "init")
     files["/lab/lib.sh"] = str(GUEST_DIR / "lib.sh")
+    for script in sorted((paths.REPO / "lab" / "reliability").glob("*.sh")):
+        files[f"/lab/reliability/{script.name}"] = str(script)
     return files
 
 

@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""Reliability suite: stress, hotplug, cgroups, RT hogs, pinning, nice churn, start/stop cycles, kill -9.
+
+A scheduler that gets ejected or stalls a task is worse than none. Each case is a guest script under
+lab/reliability/ run as one step of a boot with the scheduler loaded (start-stop loads it itself). A case
+passes when its workload exits 0, the scheduler is still enabled when the lab stops it and detaches cleanly,
+and the kernel log has no ejection, stall, Oops, BUG or hung-task line.
+
+`bin/lab soak --fast` is the subset `make test` runs; `bin/lab soak --minutes 30` repeats the full mix until
+the time is up, one boot per round, and writes a summary (summary.json and summary.md) in the run folder.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import machines, paths, run
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    script: str
+    fast_args: str
+    full_args: str
+    loads_scheduler_itself: bool = False
+    what: str = ""
+
+
+CASES = [
+    Case("stress-mix", "stress-mix.sh", "15", "60", what="stress-ng --aggressive cpu, fork, affinity, switch"),
+    Case("hotplug", "hotplug.sh", "20", "100", what="offline/online cycles of random CPUs under load"),
+    Case("cgroup-moves", "cgroup-moves.sh", "10", "30", what="cgroup v2 moves and cpuset changes under load"),
+    Case("fifo-hog", "fifo-hog.sh", "10", "30", what="SCHED_FIFO busy loop on CPU 1 beside normal load"),
+    Case("pinned-everywhere", "pinned-everywhere.sh", "150", "1500", what="a pinned task on every CPU at once"),
+    Case("nice-churn", "nice-churn.sh", "10", "30", what="random nice changes under load"),
+    Case("start-stop", "start-stop.sh", "5", "20", loads_scheduler_itself=True,
+         what="scheduler start/stop cycles under load, then kill -9 of the agent"),
+]
+
+# Kernel log lines that fail a run whatever else happened.
+BAD_LOG = re.compile(r"(BUG:|Oops|hung_task|blocked for more than|soft lockup|hard LOCKUP|"
+                     r"runnable task stall|watchdog failed|Kernel panic|WARNING: CPU)")
+
+
+def case_steps(sched: run.SchedSpec, cases: list[Case], fast: bool) -> list[run.Step]:
+    steps = []
+    for c in cases:
+        args = c.fast_args if fast else c.full_args
+        if c.loads_scheduler_itself:
+            extra = " ".join(sched.args)
+            steps.append(run.Step(run.parse_sched("eevdf"), f"/lab/reliability/{c.script} {args} {extra}".strip()))
+        else:
+            steps.append(run.Step(sched, f"/lab/reliability/{c.script} {args}"))
+    return steps
+
+
+def judge(result: run.RunResult, cases: list[Case]) -> list[dict]:
+    """One verdict per case: passed, and why not."""
+    klog = Path(result.kernel_log).read_text(errors="replace") if Path(result.kernel_log).exists() else ""
+    bad = [line.strip() for line in klog.splitlines() if BAD_LOG.search(line)]
+    exits = run.sched_exits(klog)
+    unclean = [e for e in exits if not run.is_clean_exit(e[1])]
+    verdicts = []
+    for i, c in enumerate(cases):
+        st = result.steps[i] if i < len(result.steps) else None
+        why = []
+        if st is None or st.cmd_exit is None:
+            why.append("did not run" + (f" ({st.sched_start_error})" if st and st.sched_start_error else ""))
+        else:
+            if st.cmd_exit != 0:
+                why.append(f"workload exited {st.cmd_exit}")
+            if st.sched_ejected:
+                why.append(f"scheduler ejected: {st.sched_exit_kind}: {st.sched_exit_reason}")
+            if not c.loads_scheduler_itself and st.sched_alive_at_stop is False:
+                why.append("scheduler process was gone before the stop")
+        verdicts.append({"case": c.name, "what": c.what, "passed": not why, "why": why,
+                         "seconds": st.cmd_seconds if st else None})
+    if bad or unclean or result.timed_out or not result.completed:
+        extra = bad[:5] + [f"sched_ext disable: {k} ({r})" for _, k, r in unclean]
+        if result.timed_out:
+            extra.append("guest timed out")
+        elif not result.completed:
+            extra.append("guest did not finish its job")
+        verdicts.append({"case": "kernel-log", "what": "no ejection, stall, Oops, BUG, hung task",
+                         "passed": False, "why": extra, "seconds": None})
+    else:
+        verdicts.append({"case": "kernel-log", "what": "no ejection, stall, Oops, BUG, hung task",
+                         "passed": True, "why": [], "seconds": None})
+    return verdicts
+
+
+def run_round(m: machines.Machine, sched: run.SchedSpec, cases: list[Case], fast: bool, run_dir: Path,
+              stream=None) -> tuple[run.RunResult, list[dict]]:
+    steps = case_steps(sched, cases, fast)
+    budget = sum(120 if fast else 400 for _ in steps)
+    result = run.run_job(m, steps, timeout_s=budget, run_dir=run_dir, stream=stream)
+    return result, judge(result, cases)
+
+
+def summary_md(rounds: list[dict], machine: str, sched: str, minutes: float) -> str:
+    lines = [f"# Soak: {sched} on {machine}", "",
+             f"{len(rounds)} round(s) in {minutes:.1f} minutes; each round is one boot running every case.", "",
+             "| round | case | what | result | seconds | why |", "|---|---|---|---|---|---|"]
+    for r in rounds:
+        for v in r["verdicts"]:
+            lines.append(f"| {r['round']} | {v['case']} | {v['what']} | {'pass' if v['passed'] else 'FAIL'} | "
+                         f"{v['seconds'] if v['seconds'] is not None else ''} | {'; '.join(v['why'])} |")
+    passed = all(v["passed"] for r in rounds for v in r["verdicts"])
+    lines += ["", f"Overall: {'PASS' if passed else 'FAIL'}"]
+    return "\n".join(lines) + "\n"
+
+
+def main(machine: str, sched_spec: str, fast: bool, minutes: float, only: list[str] | None,
+         out: str | None, verbose: bool) -> int:
+    m = machines.load(machine)
+    sched = run.parse_sched(sched_spec)
+    cases = [c for c in CASES if not only or c.name in only]
+    if only:
+        unknown = set(only) - {c.name for c in CASES}
+        if unknown:
+            raise run.UsageError(f"unknown case(s) {sorted(unknown)}; known: {', '.join(c.name for c in CASES)}")
+    base = Path(out) if out else run.new_run_dir(m.name, "soak")
+    base.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    rounds = []
+    n = 0
+    while True:
+        n += 1
+        rd = base / f"round-{n}"
+        rd.mkdir(exist_ok=True)
+        print(f"lab soak: round {n} on {m.name} with {sched.label}: {', '.join(c.name for c in cases)} "
+              f"({'fast' if fast else 'full'}); {((time.monotonic() - t0) / 60):.1f} min elapsed",
+              file=sys.stderr, flush=True)
+        result, verdicts = run_round(m, sched, cases, fast, rd, stream=sys.stdout if verbose else None)
+        for v in verdicts:
+            print(f"lab soak:   {v['case']:18s} {'pass' if v['passed'] else 'FAIL'} {'; '.join(v['why'])}",
+                  file=sys.stderr, flush=True)
+        rounds.append({"round": n, "run_dir": str(rd), "verdicts": verdicts})
+        if fast or (time.monotonic() - t0) / 60 >= minutes or not all(v["passed"] for v in verdicts):
+            break
+    elapsed = (time.monotonic() - t0) / 60
+    (base / "summary.json").write_text(json.dumps({"machine": m.name, "sched": sched.label, "minutes": elapsed,
+                                                   "rounds": rounds}, indent=1) + "\n")
+    md = summary_md(rounds, m.name, sched.label, elapsed)
+    (base / "summary.md").write_text(md)
+    print(md)
+    print(f"lab soak: summary in {base / 'summary.md'}", file=sys.stderr)
+    ok = all(v["passed"] for r in rounds for v in r["verdicts"])
+    return 0 if ok else 1
