@@ -87,7 +87,8 @@ def cmd_run(args) -> int:
 def cmd_soak(args) -> int:
     if not 1 <= args.minutes <= 24 * 60:
         raise run.UsageError(f"--minutes {args.minutes} is out of range 1..1440")
-    return soak.main(args.machine, args.sched, args.fast, args.minutes, args.case, args.out, args.verbose)
+    return soak.main(args.machine, args.sched, args.fast, args.minutes, args.case, args.out, args.verbose,
+                     build=not args.no_build)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--case", action="append", help="run only this case (repeatable)")
     s.add_argument("--out", help="folder for the rounds and the summary (default: a new run folder)")
     s.add_argument("-v", "--verbose", action="store_true", help="stream the guest console")
+    s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
     s.set_defaults(func=cmd_soak)
     return p
 
@@ -146,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     except setup.SetupMissing as e:
         print(f"lab: error: {e}", file=sys.stderr)
         return run.EXIT_SETUP
+    except image.BuildFailed as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return run.EXIT_INTERNAL
     except KeyboardInterrupt:
         print("lab: interrupted", file=sys.stderr)
         return 130

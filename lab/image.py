@@ -52,8 +52,14 @@ def build_scheduler(quiet: bool = False) -> Path:
         raise FileNotFoundError(f"{manifest} is missing")
     if not quiet:
         print("lab: building scx_locality (cargo build --release)", file=sys.stderr, flush=True)
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(manifest)], check=True)
+    r = subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(manifest)])
+    if r.returncode != 0:
+        raise BuildFailed(f"building scx_locality failed (cargo exit {r.returncode}); its errors are above")
     return scheduler_binary()
+
+
+class BuildFailed(Exception):
+    pass
 
 
 def _elf_libs(binary: str) -> list[str]:

@@ -95,10 +95,10 @@ def judge(result: run.RunResult, cases: list[Case]) -> list[dict]:
 
 
 def run_round(m: machines.Machine, sched: run.SchedSpec, cases: list[Case], fast: bool, run_dir: Path,
-              stream=None) -> tuple[run.RunResult, list[dict]]:
+              stream=None, build: bool = True) -> tuple[run.RunResult, list[dict]]:
     steps = case_steps(sched, cases, fast)
     budget = sum(120 if fast else 400 for _ in steps)
-    result = run.run_job(m, steps, timeout_s=budget, run_dir=run_dir, stream=stream)
+    result = run.run_job(m, steps, timeout_s=budget, run_dir=run_dir, stream=stream, build_scheduler=build)
     return result, judge(result, cases)
 
 
@@ -116,7 +116,7 @@ def summary_md(rounds: list[dict], machine: str, sched: str, minutes: float) -> 
 
 
 def main(machine: str, sched_spec: str, fast: bool, minutes: float, only: list[str] | None,
-         out: str | None, verbose: bool) -> int:
+         out: str | None, verbose: bool, build: bool = True) -> int:
     m = machines.load(machine)
     sched = run.parse_sched(sched_spec)
     cases = [c for c in CASES if not only or c.name in only]
@@ -136,7 +136,8 @@ def main(machine: str, sched_spec: str, fast: bool, minutes: float, only: list[s
         print(f"lab soak: round {n} on {m.name} with {sched.label}: {', '.join(c.name for c in cases)} "
               f"({'fast' if fast else 'full'}); {((time.monotonic() - t0) / 60):.1f} min elapsed",
               file=sys.stderr, flush=True)
-        result, verdicts = run_round(m, sched, cases, fast, rd, stream=sys.stdout if verbose else None)
+        result, verdicts = run_round(m, sched, cases, fast, rd, stream=sys.stdout if verbose else None,
+                                     build=build and n == 1)
         for v in verdicts:
             print(f"lab soak:   {v['case']:18s} {'pass' if v['passed'] else 'FAIL'} {'; '.join(v['why'])}",
                   file=sys.stderr, flush=True)
