@@ -68,8 +68,9 @@ enum locality_stat {
 	STAT_DISPATCH_LOCAL,	/* ops.dispatch took from its own DSQ */
 	STAT_KEEP_PREV,		/* nothing found, prev keeps the CPU */
 	STAT_KICK_STEALER,	/* woke an idle CPU to pull from an overloaded one */
+	STAT_IWQ_SAMPLES,	/* idle-while-queued timer runs (is it alive?) */
 
-	NR_STATS,
+	LOC_NR_STATS,
 };
 
 #endif /* __LOCALITY_INTF_H */

@@ -34,10 +34,19 @@
  *
  * Fairness. Weighted virtual time: a task's vtime advances by
  * runtime * 100 / weight when it stops running; DSQs are ordered by it.
- * vtime_now follows the largest vtime seen running; a task waking up is
- * lifted to at least vtime_now - slice_lag so a long sleep cannot be banked
- * into unbounded priority. Every queued task is reached eventually: its
- * CPU drains its own DSQ in vtime order and stealers only add consumers.
+ * Each CPU keeps its own clock, vtime_now[cpu], the largest vtime it has
+ * started running. A task placed on a CPU (queued, or dispatched straight
+ * to it) has its vtime clamped into [clock - slice_lag, clock + slice]:
+ * the lower bound stops a long sleep from being banked into unbounded
+ * priority, the upper bound re-bases a task arriving from a CPU whose clock
+ * ran ahead. Why per CPU and not one global clock: with per-CPU queues the
+ * vtimes on a crowded CPU advance slower than on a quiet one, so a global
+ * "max vtime" runs away from them and a task woken onto the crowded CPU
+ * with that global value would wait until they catch up -- which they never
+ * do (seen in QEMU: a kthread starved for 6 s, watchdog ejection). With
+ * the clamp, a queued task waits at most for the tasks queued ahead of it
+ * to run about lag + slice each; its CPU always drains its DSQ in vtime
+ * order and stealers only add consumers.
  *
  * Never stranding a task:
  * - affinity: ops.enqueue only uses a DSQ of a CPU in p->cpus_ptr; a
@@ -69,6 +78,7 @@ char _license[] SEC("license") = "GPL";
 UEI_DEFINE(uei);
 
 #define CPU_MASK	(MAX_CPUS - 1)
+#define MIN(a, b)	((a) < (b) ? (a) : (b))
 
 /* ---- knobs and topology: rodata, written by the agent before load ---- */
 
@@ -105,20 +115,23 @@ const volatile u16 node_cpus[MAX_CPUS];
 
 /* ---- mutable global state ---- */
 
-u64 vtime_now;				/* max vtime seen in ops.running */
+u64 vtime_now[MAX_CPUS];		/* per-CPU clock: max vtime started there */
 u8 cpu_is_online[MAX_CPUS];
 u32 nr_offline;				/* possible CPUs currently offline */
 
 /*
  * overloaded[cpu]: the CPU's DSQ had a task queued behind a running one.
- * A hint for stealers, set in ops.enqueue and refreshed whenever someone
- * looks at that DSQ; a stale 1 costs one empty DSQ walk, a stale 0 is
- * impossible for long because every insert sets it again.
+ * A hint for stealers (the seed's overload mask), set in ops.enqueue and
+ * refreshed whenever someone looks at that DSQ. Races only make it stale:
+ * a stale 1 costs one short DSQ walk; a stale 0 delays stealing until the
+ * next insert there. Neither strands a task: the owner drains its own DSQ
+ * regardless, and offline CPUs' DSQs are drained without the hint.
  */
 u8 overloaded[MAX_CPUS];
 u32 rotor[MAX_CPUS];			/* per-CPU scan start rotation */
 
 /* idle-while-queued scratch, used only by the (single) timer callback */
+u64 iwq_last_ns;
 u32 iwq_llc_idle[MAX_LLCS], iwq_llc_queued[MAX_LLCS];
 u32 iwq_node_idle[MAX_NODES], iwq_node_queued[MAX_NODES];
 
@@ -126,7 +139,7 @@ u32 iwq_node_idle[MAX_NODES], iwq_node_queued[MAX_NODES];
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NR_STATS);
+	__uint(max_entries, LOC_NR_STATS);
 	__type(key, u32);
 	__type(value, u64);
 } stats SEC(".maps");
@@ -254,6 +267,31 @@ static __always_inline const struct cpumask *online_cpumask(void)
 	return m && m->mask ? cast_mask(m->mask) : NULL;
 }
 
+/*
+ * @p (context @tctx) is being placed on @cpu: clamp its vtime into
+ * [clock - slice_lag, clock + slice] of that CPU (see "Fairness" above),
+ * store it back and return it.
+ */
+static __always_inline u64 place_vtime(struct task_ctx *tctx, s32 cpu)
+{
+	u64 clock, lo, hi, v;
+
+	if (!cpu_valid(cpu))
+		return tctx ? tctx->vtime : 0;
+	clock = vtime_now[cpu & CPU_MASK];
+	if (!tctx)
+		return clock;
+	lo = clock > slice_lag_ns ? clock - slice_lag_ns : 0;
+	hi = clock + slice_ns;
+	v = tctx->vtime;
+	if (time_before(v, lo))
+		v = lo;
+	else if (time_after(v, hi))
+		v = hi;
+	tctx->vtime = v;
+	return v;
+}
+
 /* ---- NUMA policy hooks: placeholders until numa.bpf.c exists ---- */
 
 /* May @cpu steal queued work from @victim in another node? */
@@ -285,6 +323,7 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 		 * DSQ costs no fairness. The task's vtime is still charged in
 		 * ops.stopping.
 		 */
+		place_vtime(task_ctx(p), cpu);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 		stat_inc(STAT_DIRECT);
 		return cpu;
@@ -295,10 +334,10 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = task_ctx(p);
-	u64 vtime = tctx ? tctx->vtime : vtime_now;
 	s32 cpu = scx_bpf_task_cpu(p);
 	const struct cpumask *idle;
 	bool is_idle;
+	u64 vtime;
 
 	if (!cpu_online(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
 		const struct cpumask *online = online_cpumask();
@@ -317,6 +356,7 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 		stat_inc(STAT_ENQ_FALLBACK);
 	}
 
+	vtime = place_vtime(tctx, cpu);
 	scx_bpf_dsq_insert_vtime(p, cpu, slice_ns, vtime, enq_flags);
 	stat_inc(STAT_ENQUEUE);
 
@@ -336,6 +376,8 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 
 void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 {
+	bool prev_runnable;
+
 	if (!cpu_valid(cpu))
 		return;
 
@@ -347,32 +389,20 @@ void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 	}
 	overloaded[cpu & CPU_MASK] = 0;
 
-	if (pull_steal(cpu))
+	prev_runnable = prev && (prev->scx.flags & SCX_TASK_QUEUED);
+	if (pull_steal(cpu, prev_runnable))
 		return;
 
 	/*
-	 * Nothing queued anywhere near. If prev is still runnable let it keep
-	 * the CPU. We do not set SCX_OPS_ENQ_LAST, so the kernel would keep it
+	 * Nothing worth taking. If prev is still runnable let it keep the
+	 * CPU. We do not set SCX_OPS_ENQ_LAST, so the kernel would keep it
 	 * anyway, but with its default 20 ms slice if the old one ran out:
 	 * refill it with ours so the slice knob means what it says.
 	 */
-	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+	if (prev_runnable) {
 		scx_bpf_task_set_slice(prev, slice_ns);
 		stat_inc(STAT_KEEP_PREV);
 	}
-}
-
-void BPF_STRUCT_OPS(locality_runnable, struct task_struct *p, u64 enq_flags)
-{
-	struct task_ctx *tctx = task_ctx(p);
-	u64 floor;
-
-	if (!tctx)
-		return;
-	/* waking up: no more credit than slice_lag behind the front */
-	floor = vtime_now > slice_lag_ns ? vtime_now - slice_lag_ns : 0;
-	if (time_before(tctx->vtime, floor))
-		tctx->vtime = floor;
 }
 
 void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
@@ -385,9 +415,9 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 		return;
 
 	tctx->started_at = scx_bpf_now();
-	/* racy max without atomics: an occasional lost update is harmless */
-	if (time_before(vtime_now, tctx->vtime))
-		vtime_now = tctx->vtime;
+	/* only this CPU writes its clock (we run on @cpu): no race */
+	if (cpu_valid(cpu) && time_before(vtime_now[cpu & CPU_MASK], tctx->vtime))
+		vtime_now[cpu & CPU_MASK] = tctx->vtime;
 
 	last = tctx->last_cpu;
 	tctx->last_cpu = cpu;
@@ -414,9 +444,11 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
 void BPF_STRUCT_OPS(locality_enable, struct task_struct *p)
 {
 	struct task_ctx *tctx = task_ctx(p);
+	s32 cpu = scx_bpf_task_cpu(p);
 
+	/* a new task starts level with the clock of its CPU: no head start */
 	if (tctx) {
-		tctx->vtime = vtime_now;
+		tctx->vtime = cpu_valid(cpu) ? vtime_now[cpu & CPU_MASK] : 0;
 		tctx->last_cpu = -1;
 	}
 }
@@ -430,14 +462,13 @@ s32 BPF_STRUCT_OPS(locality_init_task, struct task_struct *p,
 				    BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!tctx)
 		return -ENOMEM;
-	tctx->vtime = vtime_now;
+	tctx->vtime = 0;
 	tctx->last_cpu = -1;
 	return 0;
 }
 
 static void set_online(s32 cpu, bool online)
 {
-	const struct cpumask *m;
 	u32 zero = 0;
 	struct mask_ctx *mc;
 
@@ -489,16 +520,30 @@ void BPF_STRUCT_OPS(locality_cpu_offline, s32 cpu)
 /*
  * Every iwq_period_ns, per LLC: idle = its online CPUs in the idle mask,
  * queued = tasks waiting in its CPUs' DSQs. min(idle, queued) CPUs could
- * have been running queued work, so add min * period to the LLC counter;
- * likewise per node. This is a sampled estimate (a state shorter than the
- * period may be missed or counted whole) and ignores affinity, but it is
- * cheap: one pass over the CPUs and one over the LLCs and nodes.
+ * have been running queued work, so add min * (time since the last sample)
+ * to the LLC counter; likewise per node. This is a sampled estimate (a
+ * state shorter than the period may be missed or counted whole) and it
+ * ignores affinity, but it is cheap: one pass over the CPUs and one over
+ * the LLCs and nodes.
  */
 static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 {
 	const struct cpumask *idle;
-	u64 llc_sum = 0, node_sum = 0;
+	u64 llc_sum = 0, node_sum = 0, now, dt;
 	u32 i;
+
+	/*
+	 * Weight the sample by the time since the previous one: timers fire
+	 * late under load (and much later in an emulator), and a sample
+	 * stands for the whole gap. Capped (100 periods) so a timer held off
+	 * for long, e.g. across CPU hotplug, does not extrapolate a moment's
+	 * state over seconds.
+	 */
+	now = bpf_ktime_get_ns();
+	dt = iwq_last_ns ? now - iwq_last_ns : iwq_period_ns;
+	if (dt > 100 * iwq_period_ns)
+		dt = 100 * iwq_period_ns;
+	iwq_last_ns = now;
 
 	bpf_for(i, 0, nr_llcs) {
 		if (i >= MAX_LLCS)
@@ -543,17 +588,18 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 	bpf_for(i, 0, nr_llcs) {
 		if (i >= MAX_LLCS)
 			break;
-		llc_sum += min(iwq_llc_idle[i], iwq_llc_queued[i]);
+		llc_sum += MIN(iwq_llc_idle[i], iwq_llc_queued[i]);
 	}
 	bpf_for(i, 0, nr_nodes) {
 		if (i >= MAX_NODES)
 			break;
-		node_sum += min(iwq_node_idle[i], iwq_node_queued[i]);
+		node_sum += MIN(iwq_node_idle[i], iwq_node_queued[i]);
 	}
 	if (llc_sum)
-		stat_add(STAT_IWQ_LLC_NS, llc_sum * iwq_period_ns);
+		stat_add(STAT_IWQ_LLC_NS, llc_sum * dt);
 	if (node_sum)
-		stat_add(STAT_IWQ_NODE_NS, node_sum * iwq_period_ns);
+		stat_add(STAT_IWQ_NODE_NS, node_sum * dt);
+	stat_inc(STAT_IWQ_SAMPLES);
 
 	bpf_timer_start(timer, iwq_period_ns, 0);
 	return 0;
@@ -700,7 +746,6 @@ SCX_OPS_DEFINE(locality_ops,
 	       .select_cpu	= (void *)locality_select_cpu,
 	       .enqueue		= (void *)locality_enqueue,
 	       .dispatch	= (void *)locality_dispatch,
-	       .runnable	= (void *)locality_runnable,
 	       .running		= (void *)locality_running,
 	       .stopping	= (void *)locality_stopping,
 	       .enable		= (void *)locality_enable,

@@ -12,7 +12,9 @@
  *   5. CPUs of other nodes, only if numa_may_steal_across() allows it
  *
  * The victim's lowest-vtime task that may run here (p->cpus_ptr) and is not
- * running is moved to this CPU's local DSQ. Within a level the scan starts
+ * running is moved to this CPU's local DSQ. A CPU whose previous task is
+ * still runnable (so it is not about to go idle) only steals from victims
+ * with at least two tasks waiting, see pull_steal(). Within a level the scan starts
  * at a per-CPU rotating offset so that stealers do not all converge on the
  * first CPU of the list. Loops are bounded by the list lengths (at most
  * MAX_CPUS) and by STEAL_SCAN_MAX tasks per victim DSQ.
@@ -56,12 +58,17 @@ static __noinline bool steal_from(s32 cpu, s32 victim)
 	return false;
 }
 
-/* Try @victim if it advertises queued work; refresh its hint either way. */
-static __always_inline bool try_victim(s32 cpu, s32 victim)
+/*
+ * Try @victim if it advertises queued work and has at least @min_queued
+ * tasks waiting; refresh its hint.
+ */
+static __always_inline bool try_victim(s32 cpu, s32 victim, u32 min_queued)
 {
 	u32 v = victim & CPU_MASK;
 
 	if (victim == cpu || !overloaded[v])
+		return false;
+	if (min_queued > 1 && scx_bpf_dsq_nr_queued(victim) < min_queued)
 		return false;
 	if (steal_from(cpu, victim)) {
 		if (!scx_bpf_dsq_nr_queued(victim))
@@ -78,7 +85,7 @@ static __always_inline u32 rotor_next(s32 cpu)
 	return rotor[cpu & CPU_MASK]++;
 }
 
-static bool steal_smt(s32 cpu)
+static bool steal_smt(s32 cpu, u32 min_queued)
 {
 	u32 c = cpu & CPU_MASK, i, n = cpu_nr_sibs[c];
 
@@ -88,7 +95,7 @@ static bool steal_smt(s32 cpu)
 		if (i >= MAX_SMT)
 			break;
 		v = cpu_sibs[(c * MAX_SMT + i) & (MAX_CPUS * MAX_SMT - 1)];
-		if (try_victim(cpu, v)) {
+		if (try_victim(cpu, v, min_queued)) {
 			stat_inc(STAT_STEAL_SMT);
 			return true;
 		}
@@ -96,51 +103,54 @@ static bool steal_smt(s32 cpu)
 	return false;
 }
 
-/* Scan list[start..end) from a rotating offset, skipping CPUs in @skip_llc
- * (if >= 0) or sharing @cpu's core. */
-static bool steal_list(s32 cpu, u32 start, u32 end, bool is_llc, s32 skip_llc,
-		       u32 stat)
+/*
+ * Scan an LLC (@is_llc) or node CPU list, entries [start, end), from a
+ * rotating offset. Skip CPUs sharing @cpu's core and, for the node list,
+ * @cpu's LLC: earlier levels covered them.
+ */
+static bool steal_list(s32 cpu, u32 start, u32 end, bool is_llc,
+		       u32 min_queued)
 {
-	u32 c = cpu & CPU_MASK, n, i, j;
+	u32 c = cpu & CPU_MASK, n, i, rot, my_llc = cpu_llc[c];
 
 	if (end <= start || end > MAX_CPUS)
 		return false;
 	n = end - start;
-	j = rotor_next(cpu) % n;
+	rot = rotor_next(cpu);
+	/*
+	 * The position is derived from the loop index each time rather than
+	 * carried in a counter: a counter stays a known constant for the
+	 * verifier, which then walks every iteration separately.
+	 */
 	bpf_for(i, 0, n) {
-		u32 idx = (start + j) & CPU_MASK;
-		u32 v = is_llc ? llc_cpus[idx] : node_cpus[idx];
+		u32 idx = (start + (rot + i) % n) & CPU_MASK;
+		u32 v = (is_llc ? llc_cpus[idx] : node_cpus[idx]) & CPU_MASK;
 
-		if (++j >= n)
-			j = 0;
-		v &= CPU_MASK;
 		if (cpu_core[v] == cpu_core[c])
 			continue;	/* self and SMT siblings: done already */
-		if (skip_llc >= 0 && cpu_llc[v] == skip_llc)
+		if (!is_llc && cpu_llc[v] == my_llc)
 			continue;	/* same LLC: done already */
-		if (try_victim(cpu, v)) {
-			stat_inc(stat);
+		if (try_victim(cpu, v, min_queued)) {
+			stat_inc(is_llc ? STAT_STEAL_LLC : STAT_STEAL_NODE);
 			return true;
 		}
 	}
 	return false;
 }
 
-static bool steal_remote(s32 cpu)
+static bool steal_remote(s32 cpu, u32 min_queued)
 {
-	u32 c = cpu & CPU_MASK, i, j;
+	u32 c = cpu & CPU_MASK, i, rot;
 
-	j = rotor_next(cpu) % nr_cpus;
+	rot = rotor_next(cpu);
 	bpf_for(i, 0, nr_cpus) {
-		u32 v = j & CPU_MASK;
+		u32 v = ((rot + i) % nr_cpus) & CPU_MASK;
 
-		if (++j >= nr_cpus)
-			j = 0;
 		if (cpu_node[v] == cpu_node[c])
 			continue;
 		if (!numa_may_steal_across(cpu, v))
 			continue;
-		if (try_victim(cpu, v)) {
+		if (try_victim(cpu, v, min_queued)) {
 			stat_inc(STAT_STEAL_REMOTE);
 			return true;
 		}
@@ -166,26 +176,34 @@ static bool steal_offline(s32 cpu)
 	return false;
 }
 
-/* Called by ops.dispatch when @cpu's own DSQ is empty. */
-static bool pull_steal(s32 cpu)
+/*
+ * Called by ops.dispatch when @cpu's own DSQ is empty. @prev_runnable: the
+ * task that just ran here still wants the CPU, so we are not about to go
+ * idle. Then only a victim with two or more tasks waiting is worth it
+ * (after the steal: 2 runnable here, 2+ there). Without that threshold two
+ * CPUs running 2 and 1 tasks trade a task back and forth on every slice,
+ * migrating across LLCs for no gain; with it a lasting imbalance (5 vs 1)
+ * still evens out, which matters because nothing else rebalances tasks
+ * that never sleep.
+ */
+static bool pull_steal(s32 cpu, bool prev_runnable)
 {
 	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c];
+	u32 min_q = prev_runnable ? 2 : 1;
 
 	if (!no_steal) {
-		if (steal_smt(cpu))
+		if (steal_smt(cpu, min_q))
 			return true;
 		if (l < MAX_LLCS &&
-		    steal_list(cpu, llc_off[l], llc_off[l + 1], true, -1,
-			       STAT_STEAL_LLC))
+		    steal_list(cpu, llc_off[l], llc_off[l + 1], true, min_q))
 			return true;
 		if (n < MAX_NODES &&
-		    steal_list(cpu, node_off[n], node_off[n + 1], false, l,
-			       STAT_STEAL_NODE))
+		    steal_list(cpu, node_off[n], node_off[n + 1], false, min_q))
 			return true;
 	}
 	if (nr_offline && steal_offline(cpu))
 		return true;
-	if (!no_steal && steal_remote(cpu))
+	if (!no_steal && steal_remote(cpu, min_q))
 		return true;
 	return false;
 }

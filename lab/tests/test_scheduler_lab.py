@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""scx_locality in real guests (marked `lab`): the reliability cases in short form, and the steal switch."""
+import json
+import subprocess
+
+import pytest
+
+from lab import machines, paths, run
+
+pytestmark = pytest.mark.lab
+LAB = str(paths.REPO / "bin" / "lab")
+
+
+def final_stats(sched_log):
+    for line in open(sched_log):
+        if line.startswith("scx_locality-final-stats: "):
+            return json.loads(line.split(": ", 1)[1])
+    raise AssertionError(f"no final stats line in {sched_log}")
+
+
+def test_soak_fast_numa2():
+    """Every reliability case (stress, hotplug, cgroups, FIFO hog, pinning, nice, start/stop, kill -9)."""
+    r = subprocess.run([LAB, "soak", "--machine", "numa2", "--fast", "--no-build"], capture_output=True,
+                       text=True, timeout=1500)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Overall: PASS" in r.stdout
+
+
+def test_steal_switch_on_haswell2s():
+    """With stealing the pull side moves work (SMT sibling or LLC first, never across nodes by default);
+    with --no-steal it moves none. Both detach cleanly after hackbench."""
+    m = machines.load("haswell2s")
+    steps = [run.Step(run.parse_sched("scx_locality"), "hackbench -p -g 2 -l 300"),
+             run.Step(run.parse_sched("scx_locality:--no-steal"), "hackbench -p -g 2 -l 300")]
+    res = run.run_job(m, steps, timeout_s=600, stream=None, build_scheduler=False)
+    assert res.exit_code() == run.EXIT_OK, res
+    on, off = (final_stats(s.sched_log) for s in res.steps)
+    assert on["steal_smt"] + on["steal_llc"] > 0
+    assert on["steal_remote"] == 0
+    assert off["steal_smt"] + off["steal_llc"] + off["steal_node"] + off["steal_remote"] == 0
+    for st in res.steps:
+        assert st.sched_exit_kind == "unregistered from user space"
+
+
+def test_bad_flag_is_refused_in_guest():
+    """A bad flag is one clear line and exit code 2 from scx_locality, seen by the lab as a failed start."""
+    r = subprocess.run([LAB, "run", "--no-build", "--machine", "numa2", "--sched", "scx_locality:--slice-us 0",
+                        "--", "true"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 5
+    final = json.loads(r.stdout.strip().splitlines()[-1])
+    assert final["sched_start_error"] == "exited 2"

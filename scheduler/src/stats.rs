@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Statistics: what the push and pull sides did, and what it cost.
+//!
+//! Idea: the BPF side bumps u64 counters in a per-CPU array map (no shared
+//! cache line between CPUs); the agent sums the per-CPU values on demand
+//! and serves them as one `Metrics` struct through scx_stats (a UNIX socket,
+//! default /var/run/scx/root/stats). `--stats SECS` runs the scheduler and
+//! a client thread printing interval deltas; `--monitor SECS` is only the
+//! client, for an instance already running. On exit the agent prints the
+//! cumulative `Metrics` as one JSON line, `scx_locality-final-stats: {...}`.
+//!
+//! Seed: the scx_stats server/client pattern of the sched-ext schedulers:
+//! the socket thread sends a request over a channel and the main loop,
+//! which owns the BPF skeleton, answers with fresh numbers.
+//!
+//! Stats (counter names as in the JSON):
+//! - pick_*: where ops.select_cpu placed a waking task (prev_core,
+//!   llc_core, llc_cpu, node_cpu, other, none).
+//! - steal_*: where ops.dispatch found a task when its DSQ was empty (smt,
+//!   llc, node, remote, offline); kick_stealer: idle CPUs woken to pull.
+//! - migr_cross_llc / migr_cross_node: a task ran on another LLC / node
+//!   than the last time.
+//! - idle_while_queued_llc_ms / _node_ms: sampled CPU-time during which a
+//!   CPU was idle while a task waited in the same LLC / node; iwq_samples:
+//!   how many samples were taken.
+//! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev.
+//! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
+
+use anyhow::Result;
+use scx_stats::prelude::*;
+use scx_stats_derive::Stats;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::bpf_intf as intf;
+
+pub const NR_STATS: usize = intf::locality_stat_LOC_NR_STATS as usize;
+
+/// Sum one counter's per-CPU values, as returned by a per-CPU map lookup
+/// (one native-endian u64 per CPU, possibly padded to 8 bytes).
+pub fn sum_percpu(values: &[Vec<u8>]) -> u64 {
+    values
+        .iter()
+        .filter(|v| v.len() >= 8)
+        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+        .fold(0u64, |a, b| a.wrapping_add(b))
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Stats)]
+#[stat(desc = "BPF run time of one scheduler callback")]
+pub struct ProgRunTime {
+    #[stat(desc = "total run time (ns)")]
+    pub run_time_ns: u64,
+    #[stat(desc = "number of runs")]
+    pub run_cnt: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Stats)]
+#[stat(top, desc = "scx_locality statistics (cumulative since load)")]
+pub struct Metrics {
+    #[stat(desc = "select_cpu: prev CPU, whole core idle")]
+    pub pick_prev_core: u64,
+    #[stat(desc = "select_cpu: idle core in prev's LLC")]
+    pub pick_llc_core: u64,
+    #[stat(desc = "select_cpu: idle CPU in prev's LLC")]
+    pub pick_llc_cpu: u64,
+    #[stat(desc = "select_cpu: idle CPU in prev's node")]
+    pub pick_node_cpu: u64,
+    #[stat(desc = "select_cpu: idle CPU elsewhere")]
+    pub pick_other: u64,
+    #[stat(desc = "select_cpu: nothing idle, stayed on prev")]
+    pub pick_none: u64,
+    #[stat(desc = "dispatch: stolen from an SMT sibling")]
+    pub steal_smt: u64,
+    #[stat(desc = "dispatch: stolen within the LLC")]
+    pub steal_llc: u64,
+    #[stat(desc = "dispatch: stolen within the node")]
+    pub steal_node: u64,
+    #[stat(desc = "dispatch: stolen from another node")]
+    pub steal_remote: u64,
+    #[stat(desc = "dispatch: drained from an offline CPU's DSQ")]
+    pub steal_offline: u64,
+    #[stat(desc = "idle CPUs woken to pull from an overloaded one")]
+    pub kick_stealer: u64,
+    #[stat(desc = "task ran in another LLC than last time")]
+    pub migr_cross_llc: u64,
+    #[stat(desc = "task ran in another node than last time")]
+    pub migr_cross_node: u64,
+    #[stat(desc = "idle-while-queued samples taken (timer runs)")]
+    pub iwq_samples: u64,
+    #[stat(desc = "sampled ms a CPU idled while a task waited in its LLC")]
+    pub idle_while_queued_llc_ms: f64,
+    #[stat(desc = "sampled ms a CPU idled while a task waited in its node")]
+    pub idle_while_queued_node_ms: f64,
+    #[stat(desc = "tasks queued on a per-CPU DSQ")]
+    pub enqueues: u64,
+    #[stat(desc = "... on another CPU than task_cpu (offline or affinity)")]
+    pub enq_fallback: u64,
+    #[stat(desc = "select_cpu dispatched straight to an idle CPU")]
+    pub direct_dispatches: u64,
+    #[stat(desc = "dispatch took a task from its own DSQ")]
+    pub dispatch_local: u64,
+    #[stat(desc = "dispatch found nothing, prev kept running")]
+    pub keep_prev: u64,
+    #[stat(desc = "per-callback BPF run time (needs kernel.bpf_stats_enabled=1)")]
+    pub bpf_prog: BTreeMap<String, ProgRunTime>,
+}
+
+impl Metrics {
+    /// Build from the summed counters, indexed as enum locality_stat.
+    pub fn from_counters(c: &[u64]) -> Metrics {
+        let g = |i: u32| c.get(i as usize).copied().unwrap_or(0);
+        let ms = |i: u32| g(i) as f64 / 1e6;
+        Metrics {
+            pick_prev_core: g(intf::locality_stat_STAT_PICK_PREV_CORE),
+            pick_llc_core: g(intf::locality_stat_STAT_PICK_LLC_CORE),
+            pick_llc_cpu: g(intf::locality_stat_STAT_PICK_LLC_CPU),
+            pick_node_cpu: g(intf::locality_stat_STAT_PICK_NODE_CPU),
+            pick_other: g(intf::locality_stat_STAT_PICK_OTHER),
+            pick_none: g(intf::locality_stat_STAT_PICK_NONE),
+            steal_smt: g(intf::locality_stat_STAT_STEAL_SMT),
+            steal_llc: g(intf::locality_stat_STAT_STEAL_LLC),
+            steal_node: g(intf::locality_stat_STAT_STEAL_NODE),
+            steal_remote: g(intf::locality_stat_STAT_STEAL_REMOTE),
+            steal_offline: g(intf::locality_stat_STAT_STEAL_OFFLINE),
+            kick_stealer: g(intf::locality_stat_STAT_KICK_STEALER),
+            migr_cross_llc: g(intf::locality_stat_STAT_MIGR_CROSS_LLC),
+            migr_cross_node: g(intf::locality_stat_STAT_MIGR_CROSS_NODE),
+            iwq_samples: g(intf::locality_stat_STAT_IWQ_SAMPLES),
+            idle_while_queued_llc_ms: ms(intf::locality_stat_STAT_IWQ_LLC_NS),
+            idle_while_queued_node_ms: ms(intf::locality_stat_STAT_IWQ_NODE_NS),
+            enqueues: g(intf::locality_stat_STAT_ENQUEUE),
+            enq_fallback: g(intf::locality_stat_STAT_ENQ_FALLBACK),
+            direct_dispatches: g(intf::locality_stat_STAT_DIRECT),
+            dispatch_local: g(intf::locality_stat_STAT_DISPATCH_LOCAL),
+            keep_prev: g(intf::locality_stat_STAT_KEEP_PREV),
+            bpf_prog: BTreeMap::new(),
+        }
+    }
+
+    /// self - prev, counter by counter (for interval reports).
+    pub fn delta(&self, prev: &Metrics) -> Metrics {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        let mut bpf_prog = BTreeMap::new();
+        for (name, cur) in &self.bpf_prog {
+            let old = prev.bpf_prog.get(name).cloned().unwrap_or_default();
+            bpf_prog.insert(
+                name.clone(),
+                ProgRunTime {
+                    run_time_ns: d(cur.run_time_ns, old.run_time_ns),
+                    run_cnt: d(cur.run_cnt, old.run_cnt),
+                },
+            );
+        }
+        Metrics {
+            pick_prev_core: d(self.pick_prev_core, prev.pick_prev_core),
+            pick_llc_core: d(self.pick_llc_core, prev.pick_llc_core),
+            pick_llc_cpu: d(self.pick_llc_cpu, prev.pick_llc_cpu),
+            pick_node_cpu: d(self.pick_node_cpu, prev.pick_node_cpu),
+            pick_other: d(self.pick_other, prev.pick_other),
+            pick_none: d(self.pick_none, prev.pick_none),
+            steal_smt: d(self.steal_smt, prev.steal_smt),
+            steal_llc: d(self.steal_llc, prev.steal_llc),
+            steal_node: d(self.steal_node, prev.steal_node),
+            steal_remote: d(self.steal_remote, prev.steal_remote),
+            steal_offline: d(self.steal_offline, prev.steal_offline),
+            kick_stealer: d(self.kick_stealer, prev.kick_stealer),
+            migr_cross_llc: d(self.migr_cross_llc, prev.migr_cross_llc),
+            migr_cross_node: d(self.migr_cross_node, prev.migr_cross_node),
+            iwq_samples: d(self.iwq_samples, prev.iwq_samples),
+            idle_while_queued_llc_ms: (self.idle_while_queued_llc_ms
+                - prev.idle_while_queued_llc_ms)
+                .max(0.0),
+            idle_while_queued_node_ms: (self.idle_while_queued_node_ms
+                - prev.idle_while_queued_node_ms)
+                .max(0.0),
+            enqueues: d(self.enqueues, prev.enqueues),
+            enq_fallback: d(self.enq_fallback, prev.enq_fallback),
+            direct_dispatches: d(self.direct_dispatches, prev.direct_dispatches),
+            dispatch_local: d(self.dispatch_local, prev.dispatch_local),
+            keep_prev: d(self.keep_prev, prev.keep_prev),
+            bpf_prog,
+        }
+    }
+
+    /// self + other, counter by counter (to add up scheduler restarts).
+    pub fn plus(&self, other: &Metrics) -> Metrics {
+        let mut bpf_prog = self.bpf_prog.clone();
+        for (name, o) in &other.bpf_prog {
+            let e = bpf_prog.entry(name.clone()).or_default();
+            e.run_time_ns += o.run_time_ns;
+            e.run_cnt += o.run_cnt;
+        }
+        Metrics {
+            pick_prev_core: self.pick_prev_core + other.pick_prev_core,
+            pick_llc_core: self.pick_llc_core + other.pick_llc_core,
+            pick_llc_cpu: self.pick_llc_cpu + other.pick_llc_cpu,
+            pick_node_cpu: self.pick_node_cpu + other.pick_node_cpu,
+            pick_other: self.pick_other + other.pick_other,
+            pick_none: self.pick_none + other.pick_none,
+            steal_smt: self.steal_smt + other.steal_smt,
+            steal_llc: self.steal_llc + other.steal_llc,
+            steal_node: self.steal_node + other.steal_node,
+            steal_remote: self.steal_remote + other.steal_remote,
+            steal_offline: self.steal_offline + other.steal_offline,
+            kick_stealer: self.kick_stealer + other.kick_stealer,
+            migr_cross_llc: self.migr_cross_llc + other.migr_cross_llc,
+            migr_cross_node: self.migr_cross_node + other.migr_cross_node,
+            iwq_samples: self.iwq_samples + other.iwq_samples,
+            idle_while_queued_llc_ms: self.idle_while_queued_llc_ms
+                + other.idle_while_queued_llc_ms,
+            idle_while_queued_node_ms: self.idle_while_queued_node_ms
+                + other.idle_while_queued_node_ms,
+            enqueues: self.enqueues + other.enqueues,
+            enq_fallback: self.enq_fallback + other.enq_fallback,
+            direct_dispatches: self.direct_dispatches + other.direct_dispatches,
+            dispatch_local: self.dispatch_local + other.dispatch_local,
+            keep_prev: self.keep_prev + other.keep_prev,
+            bpf_prog,
+        }
+    }
+
+    /// Human-readable report; `what` says which period it covers.
+    pub fn format<W: Write>(&self, w: &mut W, what: &str) -> Result<()> {
+        writeln!(w, "[scx_locality] {what}")?;
+        writeln!(
+            w,
+            "  pick   prev_core={} llc_core={} llc_cpu={} node_cpu={} other={} none={}",
+            self.pick_prev_core,
+            self.pick_llc_core,
+            self.pick_llc_cpu,
+            self.pick_node_cpu,
+            self.pick_other,
+            self.pick_none
+        )?;
+        writeln!(
+            w,
+            "  steal  smt={} llc={} node={} remote={} offline={} kicks={}",
+            self.steal_smt,
+            self.steal_llc,
+            self.steal_node,
+            self.steal_remote,
+            self.steal_offline,
+            self.kick_stealer
+        )?;
+        writeln!(
+            w,
+            "  migr   cross_llc={} cross_node={}  idle_while_queued llc={:.1}ms node={:.1}ms \
+             ({} samples)",
+            self.migr_cross_llc,
+            self.migr_cross_node,
+            self.idle_while_queued_llc_ms,
+            self.idle_while_queued_node_ms,
+            self.iwq_samples
+        )?;
+        writeln!(
+            w,
+            "  queue  enq={} fallback={} direct={} local={} keep_prev={}",
+            self.enqueues,
+            self.enq_fallback,
+            self.direct_dispatches,
+            self.dispatch_local,
+            self.keep_prev
+        )?;
+        if !self.bpf_prog.is_empty() {
+            let parts: Vec<String> = self
+                .bpf_prog
+                .iter()
+                .filter(|(_, p)| p.run_cnt > 0)
+                .map(|(n, p)| {
+                    format!("{}={}ns/{}", n, p.run_time_ns / p.run_cnt.max(1), p.run_cnt)
+                })
+                .collect();
+            writeln!(w, "  bpf    {}", parts.join(" "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Start the scx_stats server. Each request is forwarded to the owner of
+/// the BPF skeleton over the returned channels: it receives `()` and must
+/// answer with a `Metrics`.
+pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
+    let data = StatsServerData::<(), Metrics>::new()
+        .add_meta(Metrics::meta())
+        .add_meta(ProgRunTime::meta())
+        .add_stats(
+            "top",
+            Box::new(move |_args, (req, res)| {
+                req.send(())?;
+                res.recv()?.to_json()
+            }),
+        );
+    StatsServer::new(data).launch()
+}
+
+/// Client loop: print interval deltas every `intv` until `shutdown`.
+pub fn monitor(intv: Duration, shutdown: Arc<AtomicBool>) -> Result<()> {
+    let mut prev: Option<Metrics> = None;
+    let secs = intv.as_secs_f64();
+    scx_utils::monitor_stats::<Metrics>(
+        &[],
+        intv,
+        || shutdown.load(Ordering::Relaxed),
+        |m| {
+            let mut out = std::io::stdout().lock();
+            match &prev {
+                Some(p) => m.delta(p).format(&mut out, &format!("last {secs}s"))?,
+                None => m.format(&mut out, "since load")?,
+            }
+            out.flush()?;
+            prev = Some(m);
+            Ok(())
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_percpu_values() {
+        let vals = vec![
+            5u64.to_ne_bytes().to_vec(),
+            7u64.to_ne_bytes().to_vec(),
+            u64::MAX.to_ne_bytes().to_vec(),
+        ];
+        // wrapping, like the kernel's u64 counters
+        assert_eq!(sum_percpu(&vals), 11);
+        assert_eq!(sum_percpu(&vals[..2]), 12);
+        assert_eq!(sum_percpu(&[]), 0);
+        // short (malformed) entries are ignored, padding is not read
+        let mut padded = 3u64.to_ne_bytes().to_vec();
+        padded.extend([0xff; 8]);
+        assert_eq!(sum_percpu(&[padded, vec![1, 2]]), 3);
+    }
+
+    #[test]
+    fn counters_map_to_fields() {
+        let mut c = vec![0u64; NR_STATS];
+        c[intf::locality_stat_STAT_PICK_LLC_CORE as usize] = 3;
+        c[intf::locality_stat_STAT_STEAL_NODE as usize] = 4;
+        c[intf::locality_stat_STAT_MIGR_CROSS_NODE as usize] = 5;
+        c[intf::locality_stat_STAT_IWQ_LLC_NS as usize] = 2_500_000;
+        c[intf::locality_stat_STAT_KICK_STEALER as usize] = 6;
+        let m = Metrics::from_counters(&c);
+        assert_eq!(m.pick_llc_core, 3);
+        assert_eq!(m.steal_node, 4);
+        assert_eq!(m.migr_cross_node, 5);
+        assert_eq!(m.kick_stealer, 6);
+        assert_eq!(m.idle_while_queued_llc_ms, 2.5);
+        assert_eq!(m.pick_prev_core, 0);
+        // a short vector (older object) reads as zeros, no panic
+        assert_eq!(Metrics::from_counters(&[1]).pick_prev_core, 1);
+    }
+
+    #[test]
+    fn delta_subtracts() {
+        let mut a = Metrics::from_counters(&[10; NR_STATS]);
+        let b = Metrics::from_counters(&[4; NR_STATS]);
+        a.bpf_prog.insert(
+            "dispatch".into(),
+            ProgRunTime { run_time_ns: 900, run_cnt: 9 },
+        );
+        let d = a.delta(&b);
+        assert_eq!(d.enqueues, 6);
+        assert_eq!(d.steal_smt, 6);
+        assert_eq!(d.bpf_prog["dispatch"].run_cnt, 9);
+        // counters never go negative
+        assert_eq!(b.delta(&a).enqueues, 0);
+    }
+
+    #[test]
+    fn plus_adds_up_restarts() {
+        let mut a = Metrics::from_counters(&[3; NR_STATS]);
+        let mut b = Metrics::from_counters(&[4; NR_STATS]);
+        a.bpf_prog.insert("enqueue".into(), ProgRunTime { run_time_ns: 10, run_cnt: 1 });
+        b.bpf_prog.insert("enqueue".into(), ProgRunTime { run_time_ns: 5, run_cnt: 2 });
+        b.bpf_prog.insert("dispatch".into(), ProgRunTime { run_time_ns: 7, run_cnt: 1 });
+        let s = a.plus(&b);
+        assert_eq!(s.steal_llc, 7);
+        assert_eq!(s.iwq_samples, 7);
+        assert_eq!(s.bpf_prog["enqueue"], ProgRunTime { run_time_ns: 15, run_cnt: 3 });
+        assert_eq!(s.bpf_prog["dispatch"].run_cnt, 1);
+        // and delta undoes it
+        assert_eq!(s.delta(&b).steal_llc, a.steal_llc);
+    }
+
+    #[test]
+    fn json_roundtrip_and_names() {
+        let m = Metrics::from_counters(&[1; NR_STATS]);
+        let s = serde_json::to_string(&m).unwrap();
+        for key in [
+            "pick_prev_core",
+            "steal_remote",
+            "migr_cross_llc",
+            "idle_while_queued_node_ms",
+            "bpf_prog",
+        ] {
+            assert!(s.contains(&format!("\"{key}\"")), "{key} missing in {s}");
+        }
+        let back: Metrics = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn format_mentions_levels() {
+        let mut out = vec![];
+        Metrics::from_counters(&[2; NR_STATS])
+            .format(&mut out, "test")
+            .unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("prev_core=2"));
+        assert!(s.contains("remote=2"));
+    }
+}
