@@ -33,6 +33,10 @@ BUSYBOX = "/bin/busybox"
 
 
 def scheduler_binary() -> Path:
+    """The scx_locality the guest gets; LOCALITY_SCHED_BIN pins another build (e.g. for a long soak)."""
+    pinned = os.environ.get("LOCALITY_SCHED_BIN")
+    if pinned:
+        return Path(pinned)
     return paths.REPO / "scheduler" / "target" / "release" / "scx_locality"
 
 
