@@ -28,6 +28,11 @@ HOST_BINARIES = [
     "/usr/bin/numactl",
     "/usr/bin/sysbench",
     "/usr/bin/migratepages",
+    # util-linux and procps versions: bookworm's busybox-static has no chrt or pgrep
+    "/usr/bin/chrt",
+    "/usr/bin/taskset",
+    "/usr/bin/renice",
+    "/usr/bin/pgrep",
 ]
 BUSYBOX = "/bin/busybox"
 

@@ -13,9 +13,11 @@ stress-ng --cpu "$n" --switch 2 --timeout "${secs}s" --quiet &
 load=$!
 end=$(( $(cut -d. -f1 /proc/uptime) + secs - 1 ))
 flip=0
+moves=0
 while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
     for pid in $(pgrep stress-ng); do
-        if [ $(( (pid + flip) % 2 )) -eq 0 ]; then echo $pid > $cg/a/cgroup.procs; else echo $pid > $cg/b/cgroup.procs; fi 2>/dev/null
+        if [ $(( (pid + flip) % 2 )) -eq 0 ]; then dest=a; else dest=b; fi
+        echo $pid > $cg/$dest/cgroup.procs 2>/dev/null && moves=$((moves + 1))
     done
     if [ $flip -eq 0 ]; then echo "0-$((n - 1))" > $cg/a/cpuset.cpus; flip=1
     else echo "0-$((half - 1))" > $cg/a/cpuset.cpus; flip=0; fi
@@ -23,3 +25,8 @@ while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
     sleep 0.2
 done
 wait $load
+rc=$?
+echo "cgroup-moves: $moves moves"
+# A run that moved nothing tested nothing.
+[ $moves -gt 0 ] && exit $rc
+exit 1
