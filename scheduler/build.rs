@@ -15,6 +15,7 @@ fn main() {
         "src/bpf/main.bpf.c",
         "src/bpf/push.bpf.c",
         "src/bpf/pull.bpf.c",
+        "src/bpf/numa.bpf.c",
         "tools/bpf-clang",
     ] {
         println!("cargo:rerun-if-changed={f}");

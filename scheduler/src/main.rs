@@ -13,7 +13,8 @@
 //! core/CPU search per LLC plus stealing by CPUs about to go idle).
 //!
 //! Knobs (see --help): --slice-us, --no-steal, --no-idle-core,
-//! --steal-cross-node, --no-push-cross-node, --iwq-period-us,
+//! --steal-cross-node, --no-push-cross-node, --numa-balance,
+//! --numa-interval-ms, --iwq-period-us,
 //! --topology-override FILE, --stats SECS, --monitor SECS, --exit-dump-len,
 //! -v.
 //!
@@ -43,6 +44,7 @@
 
 mod bpf_intf;
 mod bpf_skel;
+mod numa;
 mod stats;
 mod topology;
 
@@ -63,6 +65,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use numa::NumaBalance;
 use stats::{Metrics, ProgRunTime, NR_STATS};
 use topology::{Topo, MAX_SMT};
 
@@ -111,9 +114,25 @@ struct Opts {
     #[arg(long)]
     no_idle_core: bool,
 
-    /// Allow stealing from CPUs of other NUMA nodes.
+    /// Allow stealing from CPUs of other NUMA nodes whenever a CPU would
+    /// otherwise idle. Without --numa-balance this selects
+    /// --numa-balance=off (the behaviour this flag always had); with a
+    /// policy mode it is ignored (the policy decides).
     #[arg(long)]
     steal_cross_node: bool,
+
+    /// NUMA balancing policy. off: cross-node steals whenever a CPU would
+    /// idle (= --steal-cross-node), wake-ups leave the node when it has no
+    /// idle CPU; upstream: Linux's bounded imbalance (imb_numa_nr); seed-v2:
+    /// Gorman's 2019 v2 rule. Default: upstream (off with --steal-cross-node).
+    #[arg(long, value_enum, value_name = "MODE")]
+    numa_balance: Option<NumaBalance>,
+
+    /// Period of the cross-node balance pass, in milliseconds; also the
+    /// least time between two node changes of one task (policy modes).
+    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_NUMA_INTERVAL_MS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    numa_interval_ms: u64,
 
     /// Never place a waking task on an idle CPU outside its previous node.
     #[arg(long)]
@@ -147,6 +166,18 @@ struct Opts {
     /// More logging (-v: debug, -vv: also libbpf debug output).
     #[arg(short, long, action = ArgAction::Count)]
     verbose: u8,
+}
+
+impl Opts {
+    /// The NUMA mode in force: --numa-balance, else off if
+    /// --steal-cross-node was given (its old meaning), else upstream.
+    fn numa_mode(&self) -> NumaBalance {
+        match self.numa_balance {
+            Some(m) => m,
+            None if self.steal_cross_node => NumaBalance::Off,
+            None => NumaBalance::Upstream,
+        }
+    }
 }
 
 /// An error with its own exit code.
@@ -326,8 +357,17 @@ impl<'a> Scheduler<'a> {
         r.iwq_period_ns = opts.iwq_period_us * 1000;
         r.no_steal = opts.no_steal;
         r.no_idle_core = opts.no_idle_core;
-        r.steal_cross_node = opts.steal_cross_node;
+        let mode = opts.numa_mode();
+        // off: cross-node steals whenever a CPU would idle (the old flag)
+        r.steal_cross_node = mode == NumaBalance::Off;
         r.push_cross_node = !opts.no_push_cross_node;
+        r.numa_mode = mode.bpf_mode();
+        r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
+        r.seed_imb_adj = numa::seed_v2_adj(numa::NUMA_IMBALANCE_PCT);
+        let allowances = numa::node_allowances(topo);
+        for (n, a) in allowances.iter().enumerate().take(r.node_imb_nr.len()) {
+            r.node_imb_nr[n] = *a;
+        }
         for cpu in 0..b.nr_cpus as usize {
             r.cpu_llc[cpu] = b.cpu_llc[cpu];
             r.cpu_node[cpu] = b.cpu_node[cpu];
@@ -360,14 +400,18 @@ impl<'a> Scheduler<'a> {
 
         println!(
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, \
-             steal_cross_node={}, push_cross_node={}, slice={}us, topology={})",
+             steal_cross_node={}, push_cross_node={}, numa_balance={}, numa_interval={}ms, \
+             imb_numa_nr={:?}, slice={}us, topology={})",
             topo.possible_cpus().len(),
             topo.nr_llcs,
             topo.nr_nodes,
             on_off(!opts.no_steal),
             on_off(!opts.no_idle_core),
-            on_off(opts.steal_cross_node),
+            on_off(opts.numa_mode() == NumaBalance::Off),
             on_off(!opts.no_push_cross_node),
+            opts.numa_mode().name(),
+            opts.numa_interval_ms,
+            allowances,
             opts.slice_us,
             if topo.overridden { "override" } else { "sysfs" },
         );
@@ -442,6 +486,21 @@ impl<'a> Scheduler<'a> {
     fn metrics(&self) -> Metrics {
         let mut m = Metrics::from_counters(&self.counters());
         m.bpf_prog = self.prog_run_times();
+        if let Some(bss) = self.skel.maps.bss_data.as_ref() {
+            let n = (self.skel.maps.rodata_data.as_ref().map(|r| r.nr_nodes).unwrap_or(1) as usize)
+                .min(bss.node_load.len());
+            // plain loads of BPF-updated u32/u64 globals: a torn value is
+            // impossible on 64-bit, a stale one harmless
+            m.set_node_load(
+                (0..n)
+                    .map(|i| unsafe { std::ptr::read_volatile(&bss.node_load[i]) })
+                    .collect(),
+                (0..n)
+                    .map(|i| unsafe { std::ptr::read_volatile(&bss.node_load_sum[i]) })
+                    .collect(),
+                unsafe { std::ptr::read_volatile(&bss.load_samples) },
+            );
+        }
         m
     }
 
@@ -556,6 +615,12 @@ fn run(opts: &Opts) -> Result<i32> {
     if opts.steal_cross_node && opts.no_steal {
         warn!("--steal-cross-node has no effect with --no-steal");
     }
+    if opts.steal_cross_node && opts.numa_mode() != NumaBalance::Off {
+        warn!(
+            "--steal-cross-node is ignored with --numa-balance={}: the policy decides",
+            opts.numa_mode().name()
+        );
+    }
 
     if let Some(secs) = opts.stats {
         let shutdown = shutdown.clone();
@@ -655,6 +720,28 @@ mod tests {
         assert_eq!(o.iwq_period_us, 1000);
         assert!(!o.no_steal && !o.no_idle_core && !o.steal_cross_node);
         assert!(o.stats.is_none() && o.monitor.is_none());
+        assert_eq!(o.numa_mode(), NumaBalance::Upstream);
+        assert_eq!(o.numa_interval_ms, 150);
+    }
+
+    #[test]
+    fn numa_flags() {
+        assert_eq!(parse(&["--numa-balance=off"]).unwrap().numa_mode(), NumaBalance::Off);
+        assert_eq!(
+            parse(&["--numa-balance", "seed-v2"]).unwrap().numa_mode(),
+            NumaBalance::SeedV2
+        );
+        // the old flag alone keeps its old meaning
+        assert_eq!(parse(&["--steal-cross-node"]).unwrap().numa_mode(), NumaBalance::Off);
+        assert_eq!(
+            parse(&["--steal-cross-node", "--numa-balance=upstream"])
+                .unwrap()
+                .numa_mode(),
+            NumaBalance::Upstream
+        );
+        assert!(parse(&["--numa-balance=bogus"]).is_err());
+        assert!(parse(&["--numa-interval-ms", "0"]).is_err());
+        assert_eq!(parse(&["--numa-interval-ms", "40"]).unwrap().numa_interval_ms, 40);
     }
 
     #[test]

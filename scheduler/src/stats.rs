@@ -24,6 +24,13 @@
 //!   CPU was idle while a task waited in the same LLC / node; iwq_samples:
 //!   how many samples were taken.
 //! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev.
+//! - xnode_*: cross-node moves by cause (push_wake, push_fork, exec,
+//!   steal_balance, steal_offline); numa_passes / numa_budget: cross-node
+//!   balance passes and the tasks they allowed to move; numa_push_kept,
+//!   numa_new_local, numa_task_recent: moves the NUMA policy refused.
+//! - node_load (decayed average of runnable tasks per node, at read time),
+//!   node_load_mean (mean over the period, from node_load_sum /
+//!   load_samples).
 //! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
 
 use anyhow::Result;
@@ -106,6 +113,34 @@ pub struct Metrics {
     pub dispatch_local: u64,
     #[stat(desc = "dispatch found nothing, prev kept running")]
     pub keep_prev: u64,
+    #[stat(desc = "cross-node move: select_cpu put a waking task on another node")]
+    pub xnode_push_wake: u64,
+    #[stat(desc = "cross-node move: a new task (fork) started on another node")]
+    pub xnode_push_fork: u64,
+    #[stat(desc = "cross-node move: exec placement")]
+    pub xnode_exec: u64,
+    #[stat(desc = "cross-node move: steal (policy modes: within a balance pass budget)")]
+    pub xnode_steal_balance: u64,
+    #[stat(desc = "cross-node move: drained an offline CPU of another node")]
+    pub xnode_steal_offline: u64,
+    #[stat(desc = "cross-node balance passes run")]
+    pub numa_passes: u64,
+    #[stat(desc = "tasks the balance passes allowed to move")]
+    pub numa_budget: u64,
+    #[stat(desc = "push across denied: node within the allowance")]
+    pub numa_push_kept: u64,
+    #[stat(desc = "new process (fork/exec) kept on its parent's node")]
+    pub numa_new_local: u64,
+    #[stat(desc = "cross-node move denied: task changed node within the interval")]
+    pub numa_task_recent: u64,
+    #[stat(desc = "per node: decayed average of runnable tasks, at read time")]
+    pub node_load: Vec<f64>,
+    #[stat(desc = "per node: mean runnable tasks over the period (node_load_sum / load_samples)")]
+    pub node_load_mean: Vec<f64>,
+    #[stat(desc = "per node: sum of runnable tasks over the load samples")]
+    pub node_load_sum: Vec<u64>,
+    #[stat(desc = "load samples taken")]
+    pub load_samples: u64,
     #[stat(desc = "per-callback BPF run time (needs kernel.bpf_stats_enabled=1)")]
     pub bpf_prog: BTreeMap<String, ProgRunTime>,
 }
@@ -138,6 +173,20 @@ impl Metrics {
             direct_dispatches: g(intf::locality_stat_STAT_DIRECT),
             dispatch_local: g(intf::locality_stat_STAT_DISPATCH_LOCAL),
             keep_prev: g(intf::locality_stat_STAT_KEEP_PREV),
+            xnode_push_wake: g(intf::locality_stat_STAT_XNODE_PUSH_WAKE),
+            xnode_push_fork: g(intf::locality_stat_STAT_XNODE_PUSH_FORK),
+            xnode_exec: g(intf::locality_stat_STAT_XNODE_EXEC),
+            xnode_steal_balance: g(intf::locality_stat_STAT_XNODE_STEAL_BALANCE),
+            xnode_steal_offline: g(intf::locality_stat_STAT_XNODE_STEAL_OFFLINE),
+            numa_passes: g(intf::locality_stat_STAT_NUMA_PASSES),
+            numa_budget: g(intf::locality_stat_STAT_NUMA_BUDGET),
+            numa_push_kept: g(intf::locality_stat_STAT_NUMA_PUSH_KEPT),
+            numa_new_local: g(intf::locality_stat_STAT_NUMA_NEW_LOCAL),
+            numa_task_recent: g(intf::locality_stat_STAT_NUMA_TASK_RECENT),
+            node_load: vec![],
+            node_load_mean: vec![],
+            node_load_sum: vec![],
+            load_samples: 0,
             bpf_prog: BTreeMap::new(),
         }
     }
@@ -183,8 +232,23 @@ impl Metrics {
             direct_dispatches: d(self.direct_dispatches, prev.direct_dispatches),
             dispatch_local: d(self.dispatch_local, prev.dispatch_local),
             keep_prev: d(self.keep_prev, prev.keep_prev),
+            xnode_push_wake: d(self.xnode_push_wake, prev.xnode_push_wake),
+            xnode_push_fork: d(self.xnode_push_fork, prev.xnode_push_fork),
+            xnode_exec: d(self.xnode_exec, prev.xnode_exec),
+            xnode_steal_balance: d(self.xnode_steal_balance, prev.xnode_steal_balance),
+            xnode_steal_offline: d(self.xnode_steal_offline, prev.xnode_steal_offline),
+            numa_passes: d(self.numa_passes, prev.numa_passes),
+            numa_budget: d(self.numa_budget, prev.numa_budget),
+            numa_push_kept: d(self.numa_push_kept, prev.numa_push_kept),
+            numa_new_local: d(self.numa_new_local, prev.numa_new_local),
+            numa_task_recent: d(self.numa_task_recent, prev.numa_task_recent),
+            node_load: self.node_load.clone(),
+            node_load_mean: vec![],
+            node_load_sum: zip_with(&self.node_load_sum, &prev.node_load_sum, d),
+            load_samples: d(self.load_samples, prev.load_samples),
             bpf_prog,
         }
+        .with_means()
     }
 
     /// self + other, counter by counter (to add up scheduler restarts).
@@ -220,8 +284,45 @@ impl Metrics {
             direct_dispatches: self.direct_dispatches + other.direct_dispatches,
             dispatch_local: self.dispatch_local + other.dispatch_local,
             keep_prev: self.keep_prev + other.keep_prev,
+            xnode_push_wake: self.xnode_push_wake + other.xnode_push_wake,
+            xnode_push_fork: self.xnode_push_fork + other.xnode_push_fork,
+            xnode_exec: self.xnode_exec + other.xnode_exec,
+            xnode_steal_balance: self.xnode_steal_balance + other.xnode_steal_balance,
+            xnode_steal_offline: self.xnode_steal_offline + other.xnode_steal_offline,
+            numa_passes: self.numa_passes + other.numa_passes,
+            numa_budget: self.numa_budget + other.numa_budget,
+            numa_push_kept: self.numa_push_kept + other.numa_push_kept,
+            numa_new_local: self.numa_new_local + other.numa_new_local,
+            numa_task_recent: self.numa_task_recent + other.numa_task_recent,
+            // a gauge: the later incarnation's value
+            node_load: other.node_load.clone(),
+            node_load_mean: vec![],
+            node_load_sum: zip_with(&self.node_load_sum, &other.node_load_sum, |a, b| a + b),
+            load_samples: self.load_samples + other.load_samples,
             bpf_prog,
         }
+        .with_means()
+    }
+
+    /// Fill the per-node load fields from the BPF globals: `load` in
+    /// fixed point (1 task == 1 << LOAD_SHIFT), `sum` and `samples` raw.
+    pub fn set_node_load(&mut self, load: Vec<u32>, sum: Vec<u64>, samples: u64) {
+        let one = (1u64 << intf::locality_consts_LOAD_SHIFT) as f64;
+        self.node_load = load.iter().map(|&l| round2(l as f64 / one)).collect();
+        self.node_load_sum = sum;
+        self.load_samples = samples;
+        self.node_load_mean = vec![];
+        *self = std::mem::take(self).with_means();
+    }
+
+    fn with_means(mut self) -> Metrics {
+        let n = self.load_samples.max(1) as f64;
+        self.node_load_mean = self
+            .node_load_sum
+            .iter()
+            .map(|&s| round2(s as f64 / n))
+            .collect();
+        self
     }
 
     /// Human-readable report; `what` says which period it covers.
@@ -266,6 +367,28 @@ impl Metrics {
             self.dispatch_local,
             self.keep_prev
         )?;
+        writeln!(
+            w,
+            "  numa   xnode push_wake={} push_fork={} exec={} steal_balance={} steal_offline={}  \
+             passes={} budget={} push_kept={} new_local={} task_recent={}",
+            self.xnode_push_wake,
+            self.xnode_push_fork,
+            self.xnode_exec,
+            self.xnode_steal_balance,
+            self.xnode_steal_offline,
+            self.numa_passes,
+            self.numa_budget,
+            self.numa_push_kept,
+            self.numa_new_local,
+            self.numa_task_recent
+        )?;
+        let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
+        writeln!(
+            w,
+            "  load   node_now=[{}] node_mean=[{}]",
+            fmt(&self.node_load),
+            fmt(&self.node_load_mean)
+        )?;
         if !self.bpf_prog.is_empty() {
             let parts: Vec<String> = self
                 .bpf_prog
@@ -279,6 +402,17 @@ impl Metrics {
         }
         Ok(())
     }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Element-wise `f(a[i], b[i])`, missing entries read as 0.
+fn zip_with(a: &[u64], b: &[u64], f: impl Fn(u64, u64) -> u64) -> Vec<u64> {
+    (0..a.len().max(b.len()))
+        .map(|i| f(a.get(i).copied().unwrap_or(0), b.get(i).copied().unwrap_or(0)))
+        .collect()
 }
 
 /// Start the scx_stats server. Each request is forwarded to the owner of
@@ -406,6 +540,29 @@ mod tests {
         }
         let back: Metrics = serde_json::from_str(&s).unwrap();
         assert_eq!(back, m);
+    }
+
+    #[test]
+    fn node_loads() {
+        let mut a = Metrics::from_counters(&[0; NR_STATS]);
+        a.set_node_load(vec![2048, 512], vec![300, 100], 100);
+        assert_eq!(a.node_load, vec![2.0, 0.5]);
+        assert_eq!(a.node_load_mean, vec![3.0, 1.0]);
+        let mut b = Metrics::from_counters(&[0; NR_STATS]);
+        b.set_node_load(vec![1024, 0], vec![500, 100], 200);
+        // interval: (500-300)/(200-100) = 2 on node 0, 0 on node 1
+        let d = b.delta(&a);
+        assert_eq!(d.node_load_mean, vec![2.0, 0.0]);
+        assert_eq!(d.node_load, vec![1.0, 0.0]);
+        // restarts: sums add up, the gauge is the latest
+        let s = a.plus(&b);
+        assert_eq!(s.load_samples, 300);
+        assert_eq!(s.node_load_mean, vec![2.67, 0.67]);
+        assert_eq!(s.node_load, vec![1.0, 0.0]);
+        let mut c = Metrics::from_counters(&[0; NR_STATS]);
+        c.xnode_exec = 3;
+        let j = serde_json::to_string(&s.plus(&c)).unwrap();
+        assert!(j.contains("\"node_load_mean\"") && j.contains("\"xnode_steal_balance\""), "{j}");
     }
 
     #[test]

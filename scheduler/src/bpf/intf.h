@@ -31,6 +31,19 @@ enum locality_consts {
 	 * and the verifier's job bounded.
 	 */
 	STEAL_SCAN_MAX	= 8,
+
+	/* NUMA balancing (numa.bpf.c, numa.rs) */
+	DFL_NUMA_INTERVAL_MS = 150,	/* cross-node balance pass period */
+	NUMA_IMBALANCE_MIN = 2,		/* upstream: imbalances <= this are ignored */
+	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
+	LOAD_DECAY_SHIFT = 5,		/* EWMA weight of a new sample: 1/32 */
+};
+
+/* --numa-balance: who decides whether a task may change node */
+enum numa_mode {
+	NUMA_OFF	= 0,	/* no policy: cross-node moves whenever a CPU would idle */
+	NUMA_UPSTREAM	= 1,	/* Linux's current rule (imb_numa_nr, NUMA_IMBALANCE_MIN) */
+	NUMA_SEED_V2	= 2,	/* Gorman 2019 v2: imbalance_adj from imbalance_pct, <50% busy */
 };
 
 /*
@@ -69,6 +82,19 @@ enum locality_stat {
 	STAT_KEEP_PREV,		/* nothing found, prev keeps the CPU */
 	STAT_KICK_STEALER,	/* woke an idle CPU to pull from an overloaded one */
 	STAT_IWQ_SAMPLES,	/* idle-while-queued timer runs (is it alive?) */
+
+	/* NUMA (numa.bpf.c): cross-node moves by cause */
+	STAT_XNODE_PUSH_WAKE,	/* select_cpu put a waking task on another node */
+	STAT_XNODE_PUSH_FORK,	/* ... a new task (fork) on another node */
+	STAT_XNODE_EXEC,	/* exec placement moved a task to another node */
+	STAT_XNODE_STEAL_BALANCE, /* remote steal (policy modes: within a balance pass budget) */
+	STAT_XNODE_STEAL_OFFLINE, /* drained an offline CPU of another node */
+	/* NUMA policy decisions */
+	STAT_NUMA_PASSES,	/* cross-node balance passes run */
+	STAT_NUMA_BUDGET,	/* tasks the passes allowed to move (sum of budgets) */
+	STAT_NUMA_PUSH_KEPT,	/* push across denied: node within the allowance */
+	STAT_NUMA_NEW_LOCAL,	/* new process (fork/exec) kept on its parent's node */
+	STAT_NUMA_TASK_RECENT,	/* move across denied: task crossed within the interval */
 
 	LOC_NR_STATS,
 };

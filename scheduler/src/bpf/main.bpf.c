@@ -24,8 +24,8 @@
  *
  *   push.bpf.c   idle-CPU search at wakeup
  *   pull.bpf.c   dispatch-time stealing, and waking an idle stealer
- *   numa.bpf.c   (later issue) NUMA policy: replaces the numa_may_*()
- *                hooks below with a real policy
+ *   numa.bpf.c   NUMA policy: load averages, bounded node imbalance,
+ *                the cross-node balance pass, fork/exec placement
  *   cache.bpf.c  (later issue) cache-footprint policy
  *
  * Queues. One vtime-ordered user DSQ per CPU, id == CPU number. A task is
@@ -67,7 +67,8 @@
  *   SCX_ECODE_ACT_RESTART so the agent reloads with a fresh topology.
  *
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
- * no_idle_core, steal_cross_node, push_cross_node, iwq_period_ns.
+ * no_idle_core, steal_cross_node, push_cross_node, iwq_period_ns; NUMA
+ * knobs in numa.bpf.c.
  * Stats: the per-CPU "stats" array, indices in intf.h.
  */
 #include <scx/common.bpf.h>
@@ -148,6 +149,8 @@ struct task_ctx {
 	u64 vtime;		/* weighted virtual time */
 	u64 started_at;		/* when it last started running */
 	s32 last_cpu;		/* where it last ran, -1 if never */
+	u8 exec_pending;	/* exec'd, not yet placed (numa.bpf.c) */
+	u64 xnode_at;		/* last NUMA-policy node change, 0 never */
 };
 
 struct {
@@ -292,20 +295,7 @@ static __always_inline u64 place_vtime(struct task_ctx *tctx, s32 cpu)
 	return v;
 }
 
-/* ---- NUMA policy hooks: placeholders until numa.bpf.c exists ---- */
-
-/* May @cpu steal queued work from @victim in another node? */
-static __always_inline bool numa_may_steal_across(s32 cpu, s32 victim)
-{
-	return steal_cross_node;
-}
-
-/* May select_cpu put @p on an idle CPU outside the node of @prev_cpu? */
-static __always_inline bool numa_may_push_across(struct task_struct *p, s32 prev_cpu)
-{
-	return push_cross_node;
-}
-
+#include "numa.bpf.c"
 #include "push.bpf.c"
 #include "pull.bpf.c"
 
@@ -314,7 +304,24 @@ static __always_inline bool numa_may_push_across(struct task_struct *p, s32 prev
 s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
-	s32 cpu = push_pick_cpu(p, prev_cpu);
+	struct task_ctx *tctx = task_ctx(p);
+	bool is_fork = wake_flags & SCX_WAKE_FORK;
+	s32 cpu = -1;
+
+	/*
+	 * A new process (fork of a group leader) or an exec'd one: the NUMA
+	 * policy may start it on the least loaded node. New threads and
+	 * everything else: the normal push, near prev (for a new task that is
+	 * its parent's CPU).
+	 */
+	if (tctx && tctx->exec_pending) {
+		tctx->exec_pending = 0;
+		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_EXEC);
+	} else if (is_fork && p->pid == p->tgid) {
+		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
+	}
+	if (cpu < 0)
+		cpu = push_pick_cpu(p, prev_cpu, is_fork);
 
 	if (cpu >= 0) {
 		/*
@@ -323,7 +330,7 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 		 * DSQ costs no fairness. The task's vtime is still charged in
 		 * ops.stopping.
 		 */
-		place_vtime(task_ctx(p), cpu);
+		place_vtime(tctx, cpu);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 		stat_inc(STAT_DIRECT);
 		return cpu;
@@ -336,8 +343,20 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 	struct task_ctx *tctx = task_ctx(p);
 	s32 cpu = scx_bpf_task_cpu(p);
 	const struct cpumask *idle;
-	bool is_idle;
+	bool is_idle, claimed = false;
 	u64 vtime;
+
+	/* exec'd and not placed yet: see numa.bpf.c */
+	if (tctx && tctx->exec_pending) {
+		s32 t;
+
+		tctx->exec_pending = 0;
+		t = numa_place_new(p, cpu, STAT_XNODE_EXEC);
+		if (t >= 0) {
+			cpu = t;
+			claimed = true;
+		}
+	}
 
 	if (!cpu_online(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
 		const struct cpumask *online = online_cpumask();
@@ -359,6 +378,12 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 	vtime = place_vtime(tctx, cpu);
 	scx_bpf_dsq_insert_vtime(p, cpu, slice_ns, vtime, enq_flags);
 	stat_inc(STAT_ENQUEUE);
+
+	if (claimed) {
+		/* we took its idle bit: it is idle, wake it to run @p */
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		return;
+	}
 
 	idle = scx_bpf_get_idle_cpumask();
 	is_idle = bpf_cpumask_test_cpu(cpu, idle);
@@ -464,6 +489,8 @@ s32 BPF_STRUCT_OPS(locality_init_task, struct task_struct *p,
 		return -ENOMEM;
 	tctx->vtime = 0;
 	tctx->last_cpu = -1;
+	tctx->exec_pending = 0;
+	tctx->xnode_at = 0;
 	return 0;
 }
 
@@ -558,22 +585,27 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		iwq_node_queued[i] = 0;
 	}
 
+	numa_load_begin();
 	idle = scx_bpf_get_idle_cpumask();
 	bpf_for(i, 0, nr_cpus) {
 		u32 c = i & CPU_MASK, l, n;
-		s32 q;
+		s32 q, lq;
 		bool is_idle;
 
 		if (i >= MAX_CPUS)
 			break;
-		if (!cpu_is_online[c])
-			continue;
 		l = cpu_llc[c];
 		n = cpu_node[c];
 		if (l >= MAX_LLCS || n >= MAX_NODES)
 			continue;
+		if (!cpu_is_online[c]) {
+			numa_load_cpu(c, l, n, 0);
+			continue;
+		}
 		is_idle = bpf_cpumask_test_cpu(i, idle);
 		q = scx_bpf_dsq_nr_queued(i);
+		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | i);
+		numa_load_cpu(c, l, n, (q > 0 ? q : 0) + (lq > 0 ? lq : 0) + !is_idle);
 		if (is_idle) {
 			iwq_llc_idle[l]++;
 			iwq_node_idle[n]++;
@@ -600,6 +632,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 	if (node_sum)
 		stat_add(STAT_IWQ_NODE_NS, node_sum * dt);
 	stat_inc(STAT_IWQ_SAMPLES);
+	numa_load_end(now);
 
 	bpf_timer_start(timer, iwq_period_ns, 0);
 	return 0;

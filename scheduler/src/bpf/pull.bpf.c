@@ -9,7 +9,10 @@
  *   2. the other CPUs of its LLC (shares the LLC)
  *   3. the other CPUs of its node
  *   4. DSQs of offline CPUs, at any distance (never strand a task)
- *   5. CPUs of other nodes, only if numa_may_steal_across() allows it
+ *   5. CPUs of other nodes, only if numa_may_steal_across() (numa.bpf.c)
+ *      allows it: with --numa-balance=off on every dispatch (as
+ *      --steal-cross-node did), else only within the budget a cross-node
+ *      balance pass opened for this node, from the node it named
  *
  * The victim's lowest-vtime task that may run here (p->cpus_ptr) and is not
  * running is moved to this CPU's local DSQ. A CPU whose previous task is
@@ -31,8 +34,8 @@
  * queues are sched_ext DSQs.
  *
  * Knobs: no_steal disables levels 1-3 and 5 and the stealer kick (level 4
- * stays: it is about correctness, not balance); steal_cross_node feeds
- * numa_may_steal_across().
+ * stays: it is about correctness, not balance); steal_cross_node (off
+ * mode) and the NUMA budget feed numa_may_steal_across().
  * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_KICK_STEALER.
  */
 
@@ -40,9 +43,11 @@
  * Move one task from @victim's DSQ to @cpu's local DSQ. Not inlined: it is
  * called from every level and holds the only DSQ iterator.
  */
-static __noinline bool steal_from(s32 cpu, s32 victim)
+static __noinline bool steal_from(s32 cpu, s32 victim, bool cross)
 {
 	struct task_struct *p;
+	struct task_ctx *tctx = NULL;
+	u64 now = cross ? bpf_ktime_get_ns() : 0;
 	u32 seen = 0;
 
 	bpf_for_each(scx_dsq, p, victim, 0) {
@@ -52,8 +57,19 @@ static __noinline bool steal_from(s32 cpu, s32 victim)
 			continue;
 		if (scx_bpf_task_running(p))
 			continue;
-		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+		if (cross) {
+			/* NUMA policy: at most one node change per interval */
+			tctx = task_ctx(p);
+			if (!numa_task_may_cross(tctx, now)) {
+				stat_inc(STAT_NUMA_TASK_RECENT);
+				continue;
+			}
+		}
+		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+			if (cross && numa_mode != NUMA_OFF)
+				numa_task_crossed(tctx, now);
 			return true;
+		}
 	}
 	return false;
 }
@@ -62,7 +78,8 @@ static __noinline bool steal_from(s32 cpu, s32 victim)
  * Try @victim if it advertises queued work and has at least @min_queued
  * tasks waiting; refresh its hint.
  */
-static __always_inline bool try_victim(s32 cpu, s32 victim, u32 min_queued)
+static __always_inline bool try_victim(s32 cpu, s32 victim, u32 min_queued,
+				       bool cross)
 {
 	u32 v = victim & CPU_MASK;
 
@@ -70,7 +87,7 @@ static __always_inline bool try_victim(s32 cpu, s32 victim, u32 min_queued)
 		return false;
 	if (min_queued > 1 && scx_bpf_dsq_nr_queued(victim) < min_queued)
 		return false;
-	if (steal_from(cpu, victim)) {
+	if (steal_from(cpu, victim, cross)) {
 		if (!scx_bpf_dsq_nr_queued(victim))
 			overloaded[v] = 0;
 		return true;
@@ -95,7 +112,7 @@ static bool steal_smt(s32 cpu, u32 min_queued)
 		if (i >= MAX_SMT)
 			break;
 		v = cpu_sibs[(c * MAX_SMT + i) & (MAX_CPUS * MAX_SMT - 1)];
-		if (try_victim(cpu, v, min_queued)) {
+		if (try_victim(cpu, v, min_queued, false)) {
 			stat_inc(STAT_STEAL_SMT);
 			return true;
 		}
@@ -130,7 +147,7 @@ static bool steal_list(s32 cpu, u32 start, u32 end, bool is_llc,
 			continue;	/* self and SMT siblings: done already */
 		if (!is_llc && cpu_llc[v] == my_llc)
 			continue;	/* same LLC: done already */
-		if (try_victim(cpu, v, min_queued)) {
+		if (try_victim(cpu, v, min_queued, false)) {
 			stat_inc(is_llc ? STAT_STEAL_LLC : STAT_STEAL_NODE);
 			return true;
 		}
@@ -142,6 +159,8 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 {
 	u32 c = cpu & CPU_MASK, i, rot;
 
+	if (!numa_steal_open(cpu))
+		return false;
 	rot = rotor_next(cpu);
 	bpf_for(i, 0, nr_cpus) {
 		u32 v = ((rot + i) % nr_cpus) & CPU_MASK;
@@ -150,8 +169,9 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 			continue;
 		if (!numa_may_steal_across(cpu, v))
 			continue;
-		if (try_victim(cpu, v, min_queued)) {
+		if (try_victim(cpu, v, min_queued, true)) {
 			stat_inc(STAT_STEAL_REMOTE);
+			numa_stole_across(cpu);
 			return true;
 		}
 	}
@@ -168,8 +188,10 @@ static bool steal_offline(s32 cpu)
 			break;
 		if (cpu_is_online[i] || !scx_bpf_dsq_nr_queued(i))
 			continue;
-		if (steal_from(cpu, i)) {
+		if (steal_from(cpu, i, false)) {
 			stat_inc(STAT_STEAL_OFFLINE);
+			if (cpu_node[i] != cpu_node[cpu & CPU_MASK])
+				stat_inc(STAT_XNODE_STEAL_OFFLINE);
 			return true;
 		}
 	}

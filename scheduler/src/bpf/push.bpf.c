@@ -9,7 +9,9 @@
  *   2. an idle core in prev's LLC            (warm LLC, no SMT sharing)
  *   3. an idle CPU in prev's LLC, prev first (warm LLC)
  *   4. an idle CPU in prev's NUMA node       (local memory)
- *   5. an idle CPU anywhere, if numa_may_push_across() allows it
+ *   5. an idle CPU in another node, if numa_push_across() (numa.bpf.c)
+ *      allows it: always with --numa-balance=off (unless
+ *      --no-push-cross-node), else only beyond the node imbalance allowance
  *   6. none: stay on prev; ops.enqueue queues the task there and, if prev
  *      is busy, wakes an idle CPU nearby to pull it (pull.bpf.c)
  *
@@ -27,13 +29,13 @@
  * search as measured in the lab is reported with the lab's results.
  *
  * Knobs: no_idle_core skips steps 1 and 2 (A/B switch for the idle-core
- * preference); push_cross_node feeds numa_may_push_across().
+ * preference); push_cross_node = 0 vetoes step 5 in every NUMA mode.
  * Stats: STAT_PICK_{PREV_CORE, LLC_CORE, LLC_CPU, NODE_CPU, OTHER, NONE},
  * STAT_DIRECT.
  */
 
 /* Return a claimed idle CPU for @p, or -1 to stay on @prev_cpu. */
-static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu)
+static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu, bool is_fork)
 {
 	const struct cpumask *idle_smt, *lmask, *nmask;
 	struct bpf_cpumask *tmp;
@@ -96,13 +98,11 @@ static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu)
 	}
 
 anywhere:
-	/* 5. anywhere, if the NUMA policy lets the task leave its node */
-	if (numa_may_push_across(p, prev_cpu)) {
-		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
-		if (cpu >= 0) {
-			stat_inc(STAT_PICK_OTHER);
-			return cpu;
-		}
+	/* 5. another node, if the NUMA policy lets the task leave its node */
+	cpu = numa_push_across(p, prev_cpu, is_fork);
+	if (cpu >= 0) {
+		stat_inc(STAT_PICK_OTHER);
+		return cpu;
 	}
 
 	/* 6. nothing idle: stay */

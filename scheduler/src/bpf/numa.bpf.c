@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * numa.bpf.c - when may a task change NUMA node? (bounded NUMA imbalance)
+ *
+ * Idea. Balance inside a node often, across nodes rarely, and tolerate a
+ * small imbalance between nodes while they are lightly loaded, so that a
+ * pair of communicating tasks stays on one node (and its memory) instead
+ * of being spread over two nodes of a nearly idle machine.
+ *
+ * Seeds:
+ * - Mel Gorman 2019, "Allow a small load imbalance between low utilisation
+ *   SD_NUMA domains": the balancer spread two communicating tasks across
+ *   nodes on a nearly idle machine; allow a small imbalance between nodes
+ *   while the busiest node is lightly used. Today's upstream form is the
+ *   imb_numa_nr allowance (see numa.rs for the exact rule and its source).
+ * - Bligh & Hohnbaum 2003 (NUMA scheduler for 2.5): balance within a node
+ *   on every rebalance, across nodes on a separate, much rarer pass; place
+ *   a new program at exec on the least loaded node.
+ *
+ * Load. Every sample of the periodic BPF timer (iwq_period_ns, main.bpf.c)
+ * counts per CPU nr = tasks waiting in its DSQ + tasks in its local DSQ +
+ * 1 if the CPU is not idle, and folds it into an exponentially decayed
+ * average, cpu_load (fixed point, 1 task == 1 << LOAD_SHIFT):
+ *   load += (nr << LOAD_SHIFT - load) / 2^LOAD_DECAY_SHIFT  (rounded away
+ *   from zero so it reaches its target), i.e. a time constant of 32
+ *   samples (32 ms at the default 1 ms period; longer when the timer is
+ *   late). llc_load and node_load are the sums over their CPUs. A node's
+ *   load in tasks is node_load rounded to the nearest integer. The agent
+ *   also gets node_load_sum (sum of the instantaneous nr per node over all
+ *   samples) and load_samples, for mean loads over any period.
+ *
+ * Policy (numa_mode, --numa-balance). numa_adjust() maps a node imbalance
+ * (in tasks) to the part of it that must be corrected:
+ *   NUMA_UPSTREAM: 0 if local_running <= imb_numa_nr(local node) and
+ *     imbalance <= NUMA_IMBALANCE_MIN (2), else the imbalance unchanged;
+ *     local_running counts the task being placed (+1), like the kernel's
+ *     local->sum_nr_running + 1.
+ *   NUMA_SEED_V2: imbalance - min(imbalance, seed_imb_adj) while the
+ *     busiest node is less than half busy (2 * running < its CPUs), else
+ *     the imbalance unchanged. seed_imb_adj = 100 / (imbalance_pct - 100) - 1.
+ *   NUMA_OFF: no policy, see below.
+ * A balance move corrects half of what remains (numa_moves(), the
+ * kernel's "imbalance >>= 1"): a node pair 3 vs 1 moves one task.
+ *
+ * Where it applies:
+ * 1. Cross-node balance pass (timer, every numa_interval_ns): for each node
+ *    d, src = the most loaded other node, node_budget[d] = numa_moves(src,
+ *    d); a budget > 0 lets CPUs of d steal that many tasks from src's DSQs
+ *    until the next pass (pull.bpf.c level 5), and the pass kicks up to 4
+ *    idle CPUs of d to do it. Steals inside a node are unchanged (they run
+ *    on every dispatch).
+ * 2. Wake-up push across nodes (push.bpf.c step 5, reached only when
+ *    prev's node has no idle allowed CPU): allowed only if numa_moves(prev
+ *    node + the waking task, least loaded node) >= 1; the CPU is then taken
+ *    from that least loaded node (else anywhere allowed).
+ * 3. New process (fork of a thread-group leader, p->pid == p->tgid) and
+ *    exec: stays near its parent (normal push) when numa_adjust(parent
+ *    node - least loaded node, busiest = parent node, local_running =
+ *    parent node + 1) is 0, i.e. the parent's node is within the
+ *    allowance; otherwise it starts on an idle CPU of the least loaded
+ *    node (if it has one allowed: "room"), like the kernel's
+ *    find_idlest_group(). New threads (p->pid != p->tgid) always start near
+ *    their parent (its LLC, then node) through the normal push.
+ *    Exec: sched_ext never calls ops.select_cpu for exec (the kernel
+ *    returns prev_cpu for WF_EXEC before asking the BPF scheduler, and
+ *    the headers have no SCX_WAKE_EXEC), so a
+ *    tp_btf/sched_process_exec program marks the task and the placement
+ *    is done at its next ops.select_cpu or ops.enqueue.
+ * 4. Per task: in policy modes a task that changed node (by any of the
+ *    above) may not change node again by 1.-3. for numa_interval_ns
+ *    (task_ctx.xnode_at). Draining an offline CPU ignores all of this.
+ *
+ * NUMA_OFF is the behaviour before this file existed, with cross-node
+ * steals on: an idle CPU that found nothing in its SMT core, LLC and node
+ * steals from any CPU of any node, on every dispatch (the agent sets
+ * steal_cross_node); a waking task takes an idle CPU of any node when its
+ * node has none (unless --no-push-cross-node); fork and exec are not
+ * special.
+ *
+ * Stats: STAT_XNODE_* (cross-node moves by cause), STAT_NUMA_* (policy
+ * decisions); node_load / node_load_sum / load_samples (globals).
+ */
+
+const volatile u32 numa_mode = NUMA_UPSTREAM;
+const volatile u64 numa_interval_ns = DFL_NUMA_INTERVAL_MS * 1000000ULL;
+const volatile u32 node_imb_nr[MAX_NODES];	/* upstream allowance per node */
+const volatile u32 seed_imb_adj = 3;		/* seed v2: 100 / (125 - 100) - 1 */
+
+#define NODE_MASK	(MAX_NODES - 1)
+#define LLC_MASK	(MAX_LLCS - 1)
+
+u32 cpu_load[MAX_CPUS];		/* EWMA of runnable tasks, 1 << LOAD_SHIFT each */
+u32 llc_load[MAX_LLCS];
+u32 node_load[MAX_NODES];
+u64 node_load_sum[MAX_NODES];	/* sum of instantaneous runnable per sample */
+u64 load_samples;
+
+s32 node_budget[MAX_NODES];	/* cross-node steals allowed until the next pass */
+u32 node_src[MAX_NODES];	/* ... from this node */
+u64 numa_last_pass_ns;
+
+/* timer scratch */
+u32 llc_load_acc[MAX_LLCS], node_load_acc[MAX_NODES], node_nr_now[MAX_NODES];
+
+static __always_inline u32 node_tasks(u32 n)
+{
+	return (node_load[n & NODE_MASK] + (1 << (LOAD_SHIFT - 1))) >> LOAD_SHIFT;
+}
+
+static __always_inline u32 node_nr_cpus(u32 n)
+{
+	n &= NODE_MASK;
+	return node_off[n + 1] - node_off[n];
+}
+
+/* ---- the policy (mirrored by numa.rs, which has the unit tests) ---- */
+
+static __always_inline s32 numa_adjust(s32 imb, u32 busiest_running,
+				       u32 busiest_cpus, u32 local_running,
+				       u32 local_imb_nr)
+{
+	if (imb <= 0)
+		return 0;
+	if (numa_mode == NUMA_UPSTREAM) {
+		if (local_running <= local_imb_nr && imb <= NUMA_IMBALANCE_MIN)
+			return 0;
+	} else if (numa_mode == NUMA_SEED_V2) {
+		if (busiest_running * 2 < busiest_cpus)
+			return imb - MIN(imb, (s32)seed_imb_adj);
+	}
+	return imb;
+}
+
+/* Tasks that may move from @src to @dst; @extra: runnable tasks of src not in its load yet. */
+static __always_inline u32 numa_moves(u32 src, u32 dst, u32 extra)
+{
+	u32 s = node_tasks(src) + extra, d = node_tasks(dst);
+	s32 adj = numa_adjust((s32)s - (s32)d, s, node_nr_cpus(src), d + 1,
+			      node_imb_nr[dst & NODE_MASK]);
+
+	return adj > 0 ? adj >> 1 : 0;
+}
+
+static s32 numa_least_loaded(u32 except)
+{
+	u32 i, best_load = ~0U;
+	s32 best = -1;
+
+	bpf_for(i, 0, nr_nodes) {
+		if (i >= MAX_NODES)
+			break;
+		if (i == except)
+			continue;
+		if (node_load[i] < best_load) {
+			best_load = node_load[i];
+			best = i;
+		}
+	}
+	return best;
+}
+
+static __always_inline bool numa_task_may_cross(struct task_ctx *tctx, u64 now)
+{
+	if (numa_mode == NUMA_OFF || !tctx || !tctx->xnode_at)
+		return true;
+	return now - tctx->xnode_at >= numa_interval_ns;
+}
+
+static __always_inline void numa_task_crossed(struct task_ctx *tctx, u64 now)
+{
+	if (tctx)
+		tctx->xnode_at = now ?: 1;
+}
+
+/* Claim an idle CPU of node @n allowed for @p, or -1. Uses the scratch mask. */
+static __always_inline s32 numa_idle_in_node(struct task_struct *p, u32 n)
+{
+	struct bpf_cpumask *tmp = scratch_mask();
+	const struct cpumask *nmask = node_cpumask(n);
+
+	if (!tmp || !nmask)
+		return -1;
+	bpf_cpumask_and(tmp, nmask, p->cpus_ptr);
+	return scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
+}
+
+/* ---- hooks used by push.bpf.c and pull.bpf.c ---- */
+
+/*
+ * push step 5: prev's node has no idle CPU for @p (or prev is unusable).
+ * Return a claimed idle CPU elsewhere, or -1 to stay.
+ */
+static s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork)
+{
+	struct task_ctx *tctx;
+	u32 src;
+	s32 d, cpu;
+	u64 now;
+
+	if (!push_cross_node)
+		return -1;
+	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_online(prev_cpu) ||
+	    !bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
+		/* no policy, or no node to stay on: any idle allowed CPU */
+		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		if (cpu >= 0 && cpu_valid(prev_cpu) &&
+		    cpu_node[cpu & CPU_MASK] != cpu_node[prev_cpu & CPU_MASK])
+			stat_inc(is_fork ? STAT_XNODE_PUSH_FORK : STAT_XNODE_PUSH_WAKE);
+		return cpu;
+	}
+
+	now = bpf_ktime_get_ns();
+	tctx = task_ctx(p);
+	if (!numa_task_may_cross(tctx, now)) {
+		stat_inc(STAT_NUMA_TASK_RECENT);
+		return -1;
+	}
+	src = cpu_node[prev_cpu & CPU_MASK];
+	d = numa_least_loaded(src);
+	if (d < 0)
+		return -1;
+	if (!numa_moves(src, d, 1)) {
+		stat_inc(STAT_NUMA_PUSH_KEPT);
+		return -1;
+	}
+	cpu = numa_idle_in_node(p, d);
+	if (cpu < 0)
+		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	if (cpu < 0)
+		return -1;
+	if (cpu_node[cpu & CPU_MASK] != src) {
+		numa_task_crossed(tctx, now);
+		stat_inc(is_fork ? STAT_XNODE_PUSH_FORK : STAT_XNODE_PUSH_WAKE);
+	}
+	return cpu;
+}
+
+/*
+ * A new process (fork of a group leader, or exec) whose parent / current
+ * CPU is @prev_cpu: a claimed idle CPU on the least loaded node if the
+ * parent's node is beyond the allowance, else -1 (normal push near it).
+ */
+static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
+{
+	struct task_ctx *tctx;
+	u32 src, s, dl;
+	s32 d, cpu, adj;
+	u64 now;
+
+	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_valid(prev_cpu))
+		return -1;
+	now = bpf_ktime_get_ns();
+	tctx = task_ctx(p);
+	if (!numa_task_may_cross(tctx, now)) {
+		stat_inc(STAT_NUMA_TASK_RECENT);
+		return -1;
+	}
+	src = cpu_node[prev_cpu & CPU_MASK];
+	d = numa_least_loaded(src);
+	if (d < 0)
+		return -1;
+	s = node_tasks(src);
+	dl = node_tasks(d);
+	adj = numa_adjust((s32)s - (s32)dl, s, node_nr_cpus(src), s + 1,
+			  node_imb_nr[src & NODE_MASK]);
+	if (adj <= 0) {
+		stat_inc(STAT_NUMA_NEW_LOCAL);
+		return -1;
+	}
+	cpu = numa_idle_in_node(p, d);
+	if (cpu < 0)
+		return -1;
+	numa_task_crossed(tctx, now);
+	stat_inc(cause);
+	return cpu;
+}
+
+/* pull level 5: is a cross-node steal possible at all for @cpu now? */
+static __always_inline bool numa_steal_open(s32 cpu)
+{
+	if (numa_mode == NUMA_OFF)
+		return steal_cross_node;
+	return node_budget[cpu_node[cpu & CPU_MASK] & NODE_MASK] > 0;
+}
+
+/* May @cpu steal queued work from @victim in another node? */
+static __always_inline bool numa_may_steal_across(s32 cpu, s32 victim)
+{
+	u32 n;
+
+	if (numa_mode == NUMA_OFF)
+		return steal_cross_node;
+	n = cpu_node[cpu & CPU_MASK] & NODE_MASK;
+	return node_budget[n] > 0 && cpu_node[victim & CPU_MASK] == node_src[n];
+}
+
+/* @cpu stole a task from another node in a balance pass: spend budget */
+static __always_inline void numa_stole_across(s32 cpu)
+{
+	if (numa_mode != NUMA_OFF)
+		__sync_fetch_and_sub(&node_budget[cpu_node[cpu & CPU_MASK] & NODE_MASK], 1);
+	stat_inc(STAT_XNODE_STEAL_BALANCE);
+}
+
+/* ---- load tracking and the balance pass (called from the timer) ---- */
+
+static void numa_load_begin(void)
+{
+	u32 i;
+
+	bpf_for(i, 0, nr_llcs) {
+		if (i >= MAX_LLCS)
+			break;
+		llc_load_acc[i] = 0;
+	}
+	bpf_for(i, 0, nr_nodes) {
+		if (i >= MAX_NODES)
+			break;
+		node_load_acc[i] = 0;
+		node_nr_now[i] = 0;
+	}
+}
+
+static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr)
+{
+	u32 old = cpu_load[c & CPU_MASK], target, step, v;
+
+	if (nr > 4096)
+		nr = 4096;
+	target = nr << LOAD_SHIFT;
+	if (target >= old) {
+		step = (target - old + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT;
+		v = old + step;
+	} else {
+		step = (old - target + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT;
+		v = old - step;
+	}
+	cpu_load[c & CPU_MASK] = v;
+	llc_load_acc[l & LLC_MASK] += v;
+	node_load_acc[n & NODE_MASK] += v;
+	node_nr_now[n & NODE_MASK] += nr;
+}
+
+static void numa_balance_pass(u64 now);
+
+static void numa_load_end(u64 now)
+{
+	u32 i;
+
+	bpf_for(i, 0, nr_llcs) {
+		if (i >= MAX_LLCS)
+			break;
+		llc_load[i] = llc_load_acc[i];
+	}
+	bpf_for(i, 0, nr_nodes) {
+		if (i >= MAX_NODES)
+			break;
+		node_load[i] = node_load_acc[i];
+		node_load_sum[i] += node_nr_now[i];
+	}
+	load_samples++;
+	numa_balance_pass(now);
+}
+
+static void numa_balance_pass(u64 now)
+{
+	u32 d, j, k;
+
+	if (numa_mode == NUMA_OFF || nr_nodes < 2)
+		return;
+	if (numa_last_pass_ns && now - numa_last_pass_ns < numa_interval_ns)
+		return;
+	numa_last_pass_ns = now;
+	stat_inc(STAT_NUMA_PASSES);
+
+	bpf_for(d, 0, nr_nodes) {
+		u32 best = 0, moves = 0;
+		s32 src = -1;
+
+		if (d >= MAX_NODES)
+			break;
+		bpf_for(j, 0, nr_nodes) {
+			if (j >= MAX_NODES)
+				break;
+			if (j != d && (src < 0 || node_load[j] > best)) {
+				best = node_load[j];
+				src = j;
+			}
+		}
+		if (src >= 0)
+			moves = numa_moves(src, d, 0);
+		node_src[d] = src >= 0 ? src : d;
+		node_budget[d] = moves;
+		if (!moves)
+			continue;
+		stat_add(STAT_NUMA_BUDGET, moves);
+		/* wake idle CPUs of d: they steal in ops.dispatch */
+		bpf_for(k, 0, MIN(moves, 4)) {
+			const struct cpumask *nmask = node_cpumask(d);
+			s32 cpu;
+
+			if (!nmask)
+				break;
+			cpu = scx_bpf_pick_idle_cpu(nmask, 0);
+			if (cpu < 0)
+				break;
+			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		}
+	}
+}
+
+/* ---- exec ---- */
+
+/*
+ * Mark an exec so the next ops.select_cpu / ops.enqueue places the task
+ * (the kernel does not ask sched_ext schedulers at exec, see above).
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(locality_exec, struct task_struct *p, pid_t old_pid,
+	     struct linux_binprm *bprm)
+{
+	struct task_ctx *tctx;
+
+	if (numa_mode == NUMA_OFF || nr_nodes < 2)
+		return 0;
+	tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	if (tctx)
+		tctx->exec_pending = 1;
+	return 0;
+}
