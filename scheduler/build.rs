@@ -16,6 +16,7 @@ fn main() {
         "src/bpf/push.bpf.c",
         "src/bpf/pull.bpf.c",
         "src/bpf/numa.bpf.c",
+        "src/bpf/cache.bpf.c",
         "tools/bpf-clang",
     ] {
         println!("cargo:rerun-if-changed={f}");

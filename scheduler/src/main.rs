@@ -14,7 +14,10 @@
 //!
 //! Knobs (see --help): --slice-us, --no-steal, --no-idle-core,
 //! --steal-cross-node, --no-push-cross-node, --numa-balance,
-//! --numa-interval-ms, --iwq-period-us,
+//! --numa-interval-ms, --iwq-period-us, --cache-aware / --no-cache-aware,
+//! --cache-wake-aggr, --aggr-tolerance, --cache-switch-ratio,
+//! --epoch-period-ms, --epoch-affinity-timeout, --overaggr-pct, --imb-pct,
+//! --cache-top (cache-aware scheduling, see cache.rs and bpf/cache.bpf.c),
 //! --topology-override FILE, --stats SECS, --monitor SECS, --exit-dump-len,
 //! -v.
 //!
@@ -44,6 +47,7 @@
 
 mod bpf_intf;
 mod bpf_skel;
+mod cache;
 mod numa;
 mod stats;
 mod topology;
@@ -138,6 +142,66 @@ struct Opts {
     #[arg(long)]
     no_push_cross_node: bool,
 
+    /// Cache-aware scheduling (off by default): each multi-threaded process
+    /// gets a preferred LLC; idle CPUs pull its tasks there and
+    /// steals/wakeups do not take them out of it while it is not
+    /// overloaded. Off by default because in the lab (spr-1n2llc,
+    /// epyc-l3numa, hackbench -T) it has not yet shown a gain: it ran
+    /// slower than without it in every boot so far, though within noise.
+    #[arg(long, overrides_with = "no_cache_aware")]
+    cache_aware: bool,
+
+    /// Switch cache-aware scheduling off.
+    #[arg(long, overrides_with = "cache_aware")]
+    no_cache_aware: bool,
+
+    /// Wake-time aggregation (off by default, as in the seed): a waking
+    /// task takes an idle CPU of its process's preferred LLC (same node)
+    /// instead of searching from its previous LLC. Needs cache-aware.
+    #[arg(long)]
+    cache_wake_aggr: bool,
+
+    /// Cache-aware: scales the fit limit (a process keeps its preferred LLC
+    /// while its running threads need at most 80% x N of the LLC's CPUs);
+    /// 100 = no limit.
+    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_AGGR_TOL,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    aggr_tolerance: u32,
+
+    /// Cache-aware: hysteresis; the preferred LLC changes only when another
+    /// LLC has more than N times its occupancy.
+    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_SWITCH_RATIO,
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    cache_switch_ratio: u32,
+
+    /// Cache-aware: epoch length in ms; occupancy halves every epoch.
+    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_EPOCH_MS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    epoch_period_ms: u64,
+
+    /// Cache-aware: epochs without activity after which a process's
+    /// preferred LLC is ignored.
+    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_EPOCH_TIMEOUT,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    epoch_affinity_timeout: u32,
+
+    /// Cache-aware: a move into the preferred LLC is refused when that LLC
+    /// is more than PCT busy (and busier than the source by --imb-pct).
+    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_OVERAGGR_PCT,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    overaggr_pct: u32,
+
+    /// Cache-aware: how much busier (percent) than the source the
+    /// preferred LLC may be before a move into it is refused.
+    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_IMB_PCT,
+          value_parser = clap::value_parser!(u32).range(0..=1000))]
+    imb_pct: u32,
+
+    /// Cache-aware: processes listed in the statistics (top by runtime).
+    #[arg(long, default_value_t = 8,
+          value_parser = clap::value_parser!(u64).range(0..=1000))]
+    cache_top: u64,
+
     /// JSON file replacing the LLC grouping, e.g. {"llcs": ["0-3", "4-7"]}.
     #[arg(long, value_name = "FILE")]
     topology_override: Option<PathBuf>,
@@ -169,6 +233,12 @@ struct Opts {
 }
 
 impl Opts {
+    /// Cache-aware scheduling in force (only with --cache-aware; the last
+    /// of --cache-aware / --no-cache-aware wins).
+    fn cache_aware(&self) -> bool {
+        self.cache_aware && !self.no_cache_aware
+    }
+
     /// The NUMA mode in force: --numa-balance, else off if
     /// --steal-cross-node was given (its old meaning), else upstream.
     fn numa_mode(&self) -> NumaBalance {
@@ -312,6 +382,12 @@ struct Scheduler<'a> {
     link: Option<libbpf_rs::Link>,
     /// None if the socket could not be created: scheduling goes on.
     server: Option<scx_stats::StatsServer<(), Metrics>>,
+    nr_llcs: usize,
+    cache_top: usize,
+    /// Every process seen in the cache map, last snapshot: a process that
+    /// exited (its entry deleted) still shows in the final statistics.
+    cache_seen: BTreeMap<u32, cache::CacheProc>,
+    cache_last: std::time::Instant,
 }
 
 impl<'a> Scheduler<'a> {
@@ -364,6 +440,23 @@ impl<'a> Scheduler<'a> {
         r.numa_mode = mode.bpf_mode();
         r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
         r.seed_imb_adj = numa::seed_v2_adj(numa::NUMA_IMBALANCE_PCT);
+        let cache_on = opts.cache_aware() && (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
+        if opts.cache_aware() && !cache_on {
+            warn!(
+                "cache-aware scheduling off: {} LLCs, more than the {} it tracks",
+                topo.nr_llcs,
+                cache::CACHE_MAX_LLCS
+            );
+        }
+        r.cache_aware = cache_on;
+        r.cache_track = (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
+        r.cache_wake_aggr = cache_on && opts.cache_wake_aggr;
+        r.cache_epoch_ns = opts.epoch_period_ms * 1_000_000;
+        r.cache_epoch_timeout = opts.epoch_affinity_timeout;
+        r.cache_switch_ratio = opts.cache_switch_ratio;
+        r.cache_aggr_tol = opts.aggr_tolerance;
+        r.cache_overaggr_pct = opts.overaggr_pct;
+        r.cache_imb_pct = opts.imb_pct;
         let allowances = numa::node_allowances(topo);
         for (n, a) in allowances.iter().enumerate().take(r.node_imb_nr.len()) {
             r.node_imb_nr[n] = *a;
@@ -401,7 +494,8 @@ impl<'a> Scheduler<'a> {
         println!(
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, \
              steal_cross_node={}, push_cross_node={}, numa_balance={}, numa_interval={}ms, \
-             imb_numa_nr={:?}, slice={}us, topology={})",
+             imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
+             slice={}us, topology={})",
             topo.possible_cpus().len(),
             topo.nr_llcs,
             topo.nr_nodes,
@@ -412,6 +506,9 @@ impl<'a> Scheduler<'a> {
             opts.numa_mode().name(),
             opts.numa_interval_ms,
             allowances,
+            on_off(cache_on),
+            on_off(cache_on && opts.cache_wake_aggr),
+            opts.epoch_period_ms,
             opts.slice_us,
             if topo.overridden { "override" } else { "sysfs" },
         );
@@ -422,6 +519,10 @@ impl<'a> Scheduler<'a> {
             skel,
             link: Some(link),
             server,
+            nr_llcs: topo.nr_llcs as usize,
+            cache_top: opts.cache_top as usize,
+            cache_seen: BTreeMap::new(),
+            cache_last: std::time::Instant::now(),
         })
     }
 
@@ -483,8 +584,57 @@ impl<'a> Scheduler<'a> {
         out
     }
 
+    /// Snapshot the cache map into `cache_seen` (at most every 100 ms).
+    fn cache_refresh(&mut self, force: bool) {
+        if self.cache_top == 0
+            || (!force && self.cache_last.elapsed() < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.cache_last = std::time::Instant::now();
+        for p in self.cache_read() {
+            self.cache_seen.insert(p.tgid, p);
+        }
+        // bounded: keep the processes with the most runtime
+        if self.cache_seen.len() > 4096 {
+            let keep = cache::top_n(self.cache_seen.values().cloned().collect(), 2048);
+            self.cache_seen = keep.into_iter().map(|p| (p.tgid, p)).collect();
+        }
+    }
+
+    /// The cache-aware policy's processes, top `cache_top` by runtime,
+    /// exited ones included (last snapshot).
+    fn cache_procs(&self) -> Vec<cache::CacheProc> {
+        let mut all = self.cache_seen.clone();
+        for p in self.cache_read() {
+            all.insert(p.tgid, p);
+        }
+        cache::top_n(all.into_values().collect(), self.cache_top)
+    }
+
+    fn cache_read(&self) -> Vec<cache::CacheProc> {
+        if self.cache_top == 0 {
+            return vec![];
+        }
+        let map = &self.skel.maps.cache_procs;
+        let mut out = vec![];
+        for key in map.keys() {
+            if key.len() < 4 {
+                continue;
+            }
+            let tgid = u32::from_ne_bytes(key[..4].try_into().unwrap());
+            if let Ok(Some(v)) = map.lookup(&key, MapFlags::ANY) {
+                if let Some(p) = cache::decode(tgid, &v, self.nr_llcs) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
     fn metrics(&self) -> Metrics {
         let mut m = Metrics::from_counters(&self.counters());
+        m.cache_procs = self.cache_procs();
         m.bpf_prog = self.prog_run_times();
         if let Some(bss) = self.skel.maps.bss_data.as_ref() {
             let n = (self.skel.maps.rodata_data.as_ref().map(|r| r.nr_nodes).unwrap_or(1) as usize)
@@ -509,11 +659,12 @@ impl<'a> Scheduler<'a> {
     fn run(&mut self, shutdown: &AtomicBool) -> Result<(Outcome, Metrics)> {
         let chans = self.server.as_ref().map(|s| s.channels());
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
+            self.cache_refresh(false);
             let Some((res_tx, req_rx)) = &chans else {
-                std::thread::sleep(Duration::from_millis(200));
+                std::thread::sleep(Duration::from_millis(100));
                 continue;
             };
-            match req_rx.recv_timeout(Duration::from_millis(200)) {
+            match req_rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(()) => res_tx.send(self.metrics())?,
                 Err(e) if e.is_timeout() => {}
                 Err(e) => bail!("stats channel: {e}"),
@@ -742,6 +893,44 @@ mod tests {
         assert!(parse(&["--numa-balance=bogus"]).is_err());
         assert!(parse(&["--numa-interval-ms", "0"]).is_err());
         assert_eq!(parse(&["--numa-interval-ms", "40"]).unwrap().numa_interval_ms, 40);
+    }
+
+    #[test]
+    fn cache_flags() {
+        let o = parse(&[]).unwrap();
+        assert!(!o.cache_aware() && !o.cache_wake_aggr);
+        assert_eq!(
+            (o.aggr_tolerance, o.cache_switch_ratio, o.epoch_period_ms),
+            (1, 2, 10)
+        );
+        assert_eq!((o.epoch_affinity_timeout, o.overaggr_pct, o.imb_pct), (50, 50, 20));
+        assert!(!parse(&["--no-cache-aware"]).unwrap().cache_aware());
+        assert!(parse(&["--cache-aware"]).unwrap().cache_aware());
+        // the last of the pair wins
+        assert!(parse(&["--no-cache-aware", "--cache-aware"]).unwrap().cache_aware());
+        assert!(!parse(&["--cache-aware", "--no-cache-aware"]).unwrap().cache_aware());
+        assert!(parse(&["--cache-wake-aggr"]).unwrap().cache_wake_aggr);
+        for bad in [
+            "--aggr-tolerance=0",
+            "--aggr-tolerance=101",
+            "--cache-switch-ratio=0",
+            "--cache-switch-ratio=17",
+            "--epoch-period-ms=0",
+            "--epoch-period-ms=10001",
+            "--epoch-affinity-timeout=0",
+            "--overaggr-pct=0",
+            "--overaggr-pct=1001",
+            "--imb-pct=-1",
+            "--imb-pct=1001",
+            "--cache-top=1001",
+        ] {
+            let e = parse(&[bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let flag = bad.split('=').next().unwrap();
+            assert!(flag_error_line(&e).contains(flag), "{bad}: {e}");
+        }
+        assert_eq!(parse(&["--imb-pct=0"]).unwrap().imb_pct, 0);
+        assert_eq!(parse(&["--aggr-tolerance=100"]).unwrap().aggr_tolerance, 100);
     }
 
     #[test]

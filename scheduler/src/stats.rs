@@ -31,6 +31,17 @@
 //! - node_load (decayed average of runnable tasks per node, at read time),
 //!   node_load_mean (mean over the period, from node_load_sum /
 //!   load_samples).
+//! - cache_*: cache-aware scheduling (cache.bpf.c): cache_pref_set /
+//!   _switch (preferences set / changed), cache_drop_fit / _overload
+//!   (preferences dropped at an epoch), cache_drop_timeout (lookups that
+//!   found a preference older than the timeout: events, not processes),
+//!   cache_aggr_pull / _wake / _kick (aggregation moves and wake-ups),
+//!   cache_keep_wake (wake-ups kept in the preferred LLC by the gate
+//!   "out"), cache_refuse_out / _overaggr (moves refused by gate);
+//!   cache_rt_ms / cache_rt_pref_ms: runtime of tracked processes and the
+//!   part in their preferred LLC at the time; cache_procs: top processes
+//!   by runtime (tgid, comm, preferred LLC, share of their runtime in it,
+//!   top LLC), exited ones from the agent's last snapshot (100 ms).
 //! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
 
 use anyhow::Result;
@@ -44,6 +55,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bpf_intf as intf;
+use crate::cache::CacheProc;
 
 pub const NR_STATS: usize = intf::locality_stat_LOC_NR_STATS as usize;
 
@@ -141,6 +153,34 @@ pub struct Metrics {
     pub node_load_sum: Vec<u64>,
     #[stat(desc = "load samples taken")]
     pub load_samples: u64,
+    #[stat(desc = "cache-aware: a process got a preferred LLC")]
+    pub cache_pref_set: u64,
+    #[stat(desc = "cache-aware: a process switched preferred LLC (hysteresis passed)")]
+    pub cache_pref_switch: u64,
+    #[stat(desc = "cache-aware: preference dropped, threads need > 80% of the LLC")]
+    pub cache_drop_fit: u64,
+    #[stat(desc = "cache-aware: preference dropped, LLC overloaded")]
+    pub cache_drop_overload: u64,
+    #[stat(desc = "cache-aware: preference ignored, no activity for the timeout")]
+    pub cache_drop_timeout: u64,
+    #[stat(desc = "cache-aware: steals into the task's preferred LLC")]
+    pub cache_aggr_pull: u64,
+    #[stat(desc = "cache-aware: wake aggregation picks in the preferred LLC")]
+    pub cache_aggr_wake: u64,
+    #[stat(desc = "cache-aware: idle CPUs of the preferred LLC woken to pull")]
+    pub cache_aggr_kick: u64,
+    #[stat(desc = "cache-aware: wakeups kept in the preferred LLC (gate out)")]
+    pub cache_keep_wake: u64,
+    #[stat(desc = "cache-aware: steals out of a non-overloaded preferred LLC refused")]
+    pub cache_refuse_out: u64,
+    #[stat(desc = "cache-aware: moves into the preferred LLC refused (over-aggregated)")]
+    pub cache_refuse_overaggr: u64,
+    #[stat(desc = "cache-aware: ms run by tracked (multi-thread) processes")]
+    pub cache_rt_ms: f64,
+    #[stat(desc = "cache-aware: ms of that run in the process's preferred LLC")]
+    pub cache_rt_pref_ms: f64,
+    #[stat(desc = "cache-aware: top processes by runtime (tgid, comm, preferred LLC, share)")]
+    pub cache_procs: Vec<CacheProc>,
     #[stat(desc = "per-callback BPF run time (needs kernel.bpf_stats_enabled=1)")]
     pub bpf_prog: BTreeMap<String, ProgRunTime>,
 }
@@ -183,6 +223,20 @@ impl Metrics {
             numa_push_kept: g(intf::locality_stat_STAT_NUMA_PUSH_KEPT),
             numa_new_local: g(intf::locality_stat_STAT_NUMA_NEW_LOCAL),
             numa_task_recent: g(intf::locality_stat_STAT_NUMA_TASK_RECENT),
+            cache_pref_set: g(intf::locality_stat_STAT_CACHE_PREF_SET),
+            cache_pref_switch: g(intf::locality_stat_STAT_CACHE_PREF_SWITCH),
+            cache_drop_fit: g(intf::locality_stat_STAT_CACHE_DROP_FIT),
+            cache_drop_overload: g(intf::locality_stat_STAT_CACHE_DROP_OVERLOAD),
+            cache_drop_timeout: g(intf::locality_stat_STAT_CACHE_DROP_TIMEOUT),
+            cache_aggr_pull: g(intf::locality_stat_STAT_CACHE_AGGR_PULL),
+            cache_aggr_wake: g(intf::locality_stat_STAT_CACHE_AGGR_WAKE),
+            cache_aggr_kick: g(intf::locality_stat_STAT_CACHE_AGGR_KICK),
+            cache_keep_wake: g(intf::locality_stat_STAT_CACHE_KEEP_WAKE),
+            cache_refuse_out: g(intf::locality_stat_STAT_CACHE_REFUSE_OUT),
+            cache_refuse_overaggr: g(intf::locality_stat_STAT_CACHE_REFUSE_OVERAGGR),
+            cache_rt_ms: ms(intf::locality_stat_STAT_CACHE_RT_NS),
+            cache_rt_pref_ms: ms(intf::locality_stat_STAT_CACHE_RT_PREF_NS),
+            cache_procs: vec![],
             node_load: vec![],
             node_load_mean: vec![],
             node_load_sum: vec![],
@@ -242,6 +296,20 @@ impl Metrics {
             numa_push_kept: d(self.numa_push_kept, prev.numa_push_kept),
             numa_new_local: d(self.numa_new_local, prev.numa_new_local),
             numa_task_recent: d(self.numa_task_recent, prev.numa_task_recent),
+            cache_pref_set: d(self.cache_pref_set, prev.cache_pref_set),
+            cache_pref_switch: d(self.cache_pref_switch, prev.cache_pref_switch),
+            cache_drop_fit: d(self.cache_drop_fit, prev.cache_drop_fit),
+            cache_drop_overload: d(self.cache_drop_overload, prev.cache_drop_overload),
+            cache_drop_timeout: d(self.cache_drop_timeout, prev.cache_drop_timeout),
+            cache_aggr_pull: d(self.cache_aggr_pull, prev.cache_aggr_pull),
+            cache_aggr_wake: d(self.cache_aggr_wake, prev.cache_aggr_wake),
+            cache_aggr_kick: d(self.cache_aggr_kick, prev.cache_aggr_kick),
+            cache_keep_wake: d(self.cache_keep_wake, prev.cache_keep_wake),
+            cache_refuse_out: d(self.cache_refuse_out, prev.cache_refuse_out),
+            cache_refuse_overaggr: d(self.cache_refuse_overaggr, prev.cache_refuse_overaggr),
+            cache_rt_ms: (self.cache_rt_ms - prev.cache_rt_ms).max(0.0),
+            cache_rt_pref_ms: (self.cache_rt_pref_ms - prev.cache_rt_pref_ms).max(0.0),
+            cache_procs: self.cache_procs.clone(),
             node_load: self.node_load.clone(),
             node_load_mean: vec![],
             node_load_sum: zip_with(&self.node_load_sum, &prev.node_load_sum, d),
@@ -294,6 +362,21 @@ impl Metrics {
             numa_push_kept: self.numa_push_kept + other.numa_push_kept,
             numa_new_local: self.numa_new_local + other.numa_new_local,
             numa_task_recent: self.numa_task_recent + other.numa_task_recent,
+            cache_pref_set: self.cache_pref_set + other.cache_pref_set,
+            cache_pref_switch: self.cache_pref_switch + other.cache_pref_switch,
+            cache_drop_fit: self.cache_drop_fit + other.cache_drop_fit,
+            cache_drop_overload: self.cache_drop_overload + other.cache_drop_overload,
+            cache_drop_timeout: self.cache_drop_timeout + other.cache_drop_timeout,
+            cache_aggr_pull: self.cache_aggr_pull + other.cache_aggr_pull,
+            cache_aggr_wake: self.cache_aggr_wake + other.cache_aggr_wake,
+            cache_aggr_kick: self.cache_aggr_kick + other.cache_aggr_kick,
+            cache_keep_wake: self.cache_keep_wake + other.cache_keep_wake,
+            cache_refuse_out: self.cache_refuse_out + other.cache_refuse_out,
+            cache_refuse_overaggr: self.cache_refuse_overaggr + other.cache_refuse_overaggr,
+            cache_rt_ms: self.cache_rt_ms + other.cache_rt_ms,
+            cache_rt_pref_ms: self.cache_rt_pref_ms + other.cache_rt_pref_ms,
+            // a snapshot: the later incarnation's
+            cache_procs: other.cache_procs.clone(),
             // a gauge: the later incarnation's value
             node_load: other.node_load.clone(),
             node_load_mean: vec![],
@@ -389,6 +472,38 @@ impl Metrics {
             fmt(&self.node_load),
             fmt(&self.node_load_mean)
         )?;
+        writeln!(
+            w,
+            "  cache  pref_set={} switch={} drop_fit={} drop_overload={} drop_timeout={}  \
+             aggr pull={} wake={} kick={} keep_wake={}  refused out={} overaggr={}  \
+             in_pref={:.1}% of {:.1}ms",
+            self.cache_pref_set,
+            self.cache_pref_switch,
+            self.cache_drop_fit,
+            self.cache_drop_overload,
+            self.cache_drop_timeout,
+            self.cache_aggr_pull,
+            self.cache_aggr_wake,
+            self.cache_aggr_kick,
+            self.cache_keep_wake,
+            self.cache_refuse_out,
+            self.cache_refuse_overaggr,
+            if self.cache_rt_ms > 0.0 { 100.0 * self.cache_rt_pref_ms / self.cache_rt_ms } else { 0.0 },
+            self.cache_rt_ms
+        )?;
+        for p in &self.cache_procs {
+            writeln!(
+                w,
+                "    proc {:>7} {:<16} threads={:<4} pref_llc={:<3} share={:.1}% top_llc={} run={:.1}ms",
+                p.tgid,
+                p.comm,
+                p.nr_threads,
+                p.pref_llc,
+                p.share * 100.0,
+                p.top_llc,
+                p.runtime_ms
+            )?;
+        }
         if !self.bpf_prog.is_empty() {
             let parts: Vec<String> = self
                 .bpf_prog
@@ -422,6 +537,7 @@ pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
     let data = StatsServerData::<(), Metrics>::new()
         .add_meta(Metrics::meta())
         .add_meta(ProgRunTime::meta())
+        .add_meta(CacheProc::meta())
         .add_stats(
             "top",
             Box::new(move |_args, (req, res)| {

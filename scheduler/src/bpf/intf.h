@@ -37,6 +37,16 @@ enum locality_consts {
 	NUMA_IMBALANCE_MIN = 2,		/* upstream: imbalances <= this are ignored */
 	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
 	LOAD_DECAY_SHIFT = 5,		/* EWMA weight of a new sample: 1/32 */
+
+	/* cache-aware scheduling (cache.bpf.c, cache.rs) */
+	CACHE_MAX_LLCS	= 64,		/* power of two; more LLCs: mechanism off */
+	CACHE_MAX_PROCS	= 8192,		/* processes tracked at once */
+	DFL_CACHE_EPOCH_MS = 10,	/* occupancy halves every epoch */
+	DFL_CACHE_EPOCH_TIMEOUT = 50,	/* epochs without activity: preference ignored */
+	DFL_CACHE_SWITCH_RATIO = 2,	/* hysteresis: switch if new > ratio * current */
+	DFL_CACHE_AGGR_TOL = 1,		/* scales the 80% fit limit; 100: no limit */
+	DFL_CACHE_OVERAGGR_PCT = 50,
+	DFL_CACHE_IMB_PCT = 20,
 };
 
 /* --numa-balance: who decides whether a task may change node */
@@ -95,6 +105,21 @@ enum locality_stat {
 	STAT_NUMA_PUSH_KEPT,	/* push across denied: node within the allowance */
 	STAT_NUMA_NEW_LOCAL,	/* new process (fork/exec) kept on its parent's node */
 	STAT_NUMA_TASK_RECENT,	/* move across denied: task crossed within the interval */
+
+	/* cache-aware scheduling (cache.bpf.c) */
+	STAT_CACHE_PREF_SET,	/* a process got a preferred LLC */
+	STAT_CACHE_PREF_SWITCH,	/* ... changed it (hysteresis passed) */
+	STAT_CACHE_DROP_FIT,	/* preference dropped: threads need > 80% of the LLC */
+	STAT_CACHE_DROP_OVERLOAD, /* preference dropped: LLC overloaded */
+	STAT_CACHE_DROP_TIMEOUT, /* preference ignored: no activity for the timeout */
+	STAT_CACHE_AGGR_PULL,	/* steal into the task's preferred LLC */
+	STAT_CACHE_AGGR_WAKE,	/* wake aggregation: idle CPU of the preferred LLC */
+	STAT_CACHE_AGGR_KICK,	/* woke an idle CPU of the preferred LLC to pull */
+	STAT_CACHE_KEEP_WAKE,	/* push kept a task in its preferred LLC (gate out) */
+	STAT_CACHE_REFUSE_OUT,	/* steal out of a non-overloaded preferred LLC refused */
+	STAT_CACHE_REFUSE_OVERAGGR, /* move into preferred refused: over-aggregated */
+	STAT_CACHE_RT_NS,	/* runtime of tracked (multi-thread) processes */
+	STAT_CACHE_RT_PREF_NS,	/* ... of it spent in the process's preferred LLC */
 
 	LOC_NR_STATS,
 };

@@ -26,7 +26,8 @@
  *   pull.bpf.c   dispatch-time stealing, and waking an idle stealer
  *   numa.bpf.c   NUMA policy: load averages, bounded node imbalance,
  *                the cross-node balance pass, fork/exec placement
- *   cache.bpf.c  (later issue) cache-footprint policy
+ *   cache.bpf.c  cache-aware scheduling: per-process preferred LLC,
+ *                aggregation pulls and migration gates
  *
  * Queues. One vtime-ordered user DSQ per CPU, id == CPU number. A task is
  * queued on the DSQ of the CPU it was placed on (task_cpu after
@@ -296,6 +297,7 @@ static __always_inline u64 place_vtime(struct task_ctx *tctx, s32 cpu)
 }
 
 #include "numa.bpf.c"
+#include "cache.bpf.c"
 #include "push.bpf.c"
 #include "pull.bpf.c"
 
@@ -320,6 +322,8 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	} else if (is_fork && p->pid == p->tgid) {
 		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
 	}
+	if (cpu < 0 && !is_fork)
+		cpu = cache_wake_pick(p, prev_cpu);
 	if (cpu < 0)
 		cpu = push_pick_cpu(p, prev_cpu, is_fork);
 
@@ -464,6 +468,13 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
 	used = time_delta(scx_bpf_now(), tctx->started_at);
 	weight = p->scx.weight ?: 100;
 	tctx->vtime += used * 100 / weight;
+	cache_account(p, scx_bpf_task_cpu(p), used);
+}
+
+void BPF_STRUCT_OPS(locality_exit_task, struct task_struct *p,
+		    struct scx_exit_task_args *args)
+{
+	cache_task_exit(p);
 }
 
 void BPF_STRUCT_OPS(locality_enable, struct task_struct *p)
@@ -783,6 +794,7 @@ SCX_OPS_DEFINE(locality_ops,
 	       .stopping	= (void *)locality_stopping,
 	       .enable		= (void *)locality_enable,
 	       .init_task	= (void *)locality_init_task,
+	       .exit_task	= (void *)locality_exit_task,
 	       .cpu_online	= (void *)locality_cpu_online,
 	       .cpu_offline	= (void *)locality_cpu_offline,
 	       .init		= (void *)locality_init,

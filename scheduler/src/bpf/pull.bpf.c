@@ -33,22 +33,34 @@
  * (overloaded[]), the hierarchy is extended to SMT and node levels, and the
  * queues are sched_ext DSQs.
  *
+ * Cache-aware (cache.bpf.c): between levels 2 and 3 an aggregation level
+ * steals tasks of the node's other LLCs whose process prefers this CPU's
+ * LLC (gate "into"); levels 3 and 5 skip tasks whose preferred LLC is the
+ * victim's while it is not overloaded (gate "out"); pull_kick_stealer()
+ * wakes an idle CPU of the task's preferred LLC first.
+ *
  * Knobs: no_steal disables levels 1-3 and 5 and the stealer kick (level 4
  * stays: it is about correctness, not balance); steal_cross_node (off
  * mode) and the NUMA budget feed numa_may_steal_across().
  * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_KICK_STEALER.
  */
 
+/* steal_from() flags */
+#define STEAL_CROSS	1	/* victim on another node: NUMA policy per task */
+#define STEAL_GATE	2	/* victim in another LLC: cache gate "out" */
+#define STEAL_AGGR	4	/* only tasks preferring our LLC, gate "into" */
+
 /*
  * Move one task from @victim's DSQ to @cpu's local DSQ. Not inlined: it is
  * called from every level and holds the only DSQ iterator.
  */
-static __noinline bool steal_from(s32 cpu, s32 victim, bool cross)
+static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 {
 	struct task_struct *p;
 	struct task_ctx *tctx = NULL;
+	bool cross = flags & STEAL_CROSS;
 	u64 now = cross ? bpf_ktime_get_ns() : 0;
-	u32 seen = 0;
+	u32 seen = 0, src = cpu_llc[victim & CPU_MASK], dst = cpu_llc[cpu & CPU_MASK];
 
 	bpf_for_each(scx_dsq, p, victim, 0) {
 		if (++seen > STEAL_SCAN_MAX)
@@ -57,6 +69,22 @@ static __noinline bool steal_from(s32 cpu, s32 victim, bool cross)
 			continue;
 		if (scx_bpf_task_running(p))
 			continue;
+		if (flags & (STEAL_GATE | STEAL_AGGR)) {
+			s32 pref = cache_pref(p);
+
+			if (flags & STEAL_AGGR) {
+				if (pref < 0 || (u32)pref != dst)
+					continue;
+				if (!cache_may_enter(src, dst)) {
+					stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
+					continue;
+				}
+			} else if (pref >= 0 && (u32)pref == src &&
+				   !cache_may_leave(src)) {
+				stat_inc(STAT_CACHE_REFUSE_OUT);
+				continue;
+			}
+		}
 		if (cross) {
 			/* NUMA policy: at most one node change per interval */
 			tctx = task_ctx(p);
@@ -68,6 +96,8 @@ static __noinline bool steal_from(s32 cpu, s32 victim, bool cross)
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			if (cross && numa_mode != NUMA_OFF)
 				numa_task_crossed(tctx, now);
+			if (flags & STEAL_AGGR)
+				stat_inc(STAT_CACHE_AGGR_PULL);
 			return true;
 		}
 	}
@@ -79,7 +109,7 @@ static __noinline bool steal_from(s32 cpu, s32 victim, bool cross)
  * tasks waiting; refresh its hint.
  */
 static __always_inline bool try_victim(s32 cpu, s32 victim, u32 min_queued,
-				       bool cross)
+				       u32 flags)
 {
 	u32 v = victim & CPU_MASK;
 
@@ -87,7 +117,7 @@ static __always_inline bool try_victim(s32 cpu, s32 victim, u32 min_queued,
 		return false;
 	if (min_queued > 1 && scx_bpf_dsq_nr_queued(victim) < min_queued)
 		return false;
-	if (steal_from(cpu, victim, cross)) {
+	if (steal_from(cpu, victim, flags)) {
 		if (!scx_bpf_dsq_nr_queued(victim))
 			overloaded[v] = 0;
 		return true;
@@ -112,7 +142,7 @@ static bool steal_smt(s32 cpu, u32 min_queued)
 		if (i >= MAX_SMT)
 			break;
 		v = cpu_sibs[(c * MAX_SMT + i) & (MAX_CPUS * MAX_SMT - 1)];
-		if (try_victim(cpu, v, min_queued, false)) {
+		if (try_victim(cpu, v, min_queued, 0)) {
 			stat_inc(STAT_STEAL_SMT);
 			return true;
 		}
@@ -120,18 +150,28 @@ static bool steal_smt(s32 cpu, u32 min_queued)
 	return false;
 }
 
+/* steal_list() modes */
+#define LIST_LLC	0	/* own LLC */
+#define LIST_NODE	1	/* own node, other LLCs (cache gate "out") */
+#define LIST_AGGR	2	/* own node, other LLCs, tasks preferring our LLC */
+
 /*
- * Scan an LLC (@is_llc) or node CPU list, entries [start, end), from a
+ * Scan an LLC (LIST_LLC) or node CPU list, entries [start, end), from a
  * rotating offset. Skip CPUs sharing @cpu's core and, for the node list,
  * @cpu's LLC: earlier levels covered them.
  */
-static bool steal_list(s32 cpu, u32 start, u32 end, bool is_llc,
+static bool steal_list(s32 cpu, u32 start, u32 end, u32 mode,
 		       u32 min_queued)
 {
-	u32 c = cpu & CPU_MASK, n, i, rot, my_llc = cpu_llc[c];
+	u32 c = cpu & CPU_MASK, n, i, rot, my_llc = cpu_llc[c], flags = 0;
+	bool is_llc = mode == LIST_LLC;
 
 	if (end <= start || end > MAX_CPUS)
 		return false;
+	if (cache_aware && mode == LIST_NODE)
+		flags = STEAL_GATE;
+	else if (mode == LIST_AGGR)
+		flags = STEAL_AGGR;
 	n = end - start;
 	rot = rotor_next(cpu);
 	/*
@@ -147,8 +187,9 @@ static bool steal_list(s32 cpu, u32 start, u32 end, bool is_llc,
 			continue;	/* self and SMT siblings: done already */
 		if (!is_llc && cpu_llc[v] == my_llc)
 			continue;	/* same LLC: done already */
-		if (try_victim(cpu, v, min_queued, false)) {
-			stat_inc(is_llc ? STAT_STEAL_LLC : STAT_STEAL_NODE);
+		if (try_victim(cpu, v, min_queued, flags)) {
+			if (mode != LIST_AGGR)
+				stat_inc(is_llc ? STAT_STEAL_LLC : STAT_STEAL_NODE);
 			return true;
 		}
 	}
@@ -169,7 +210,8 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 			continue;
 		if (!numa_may_steal_across(cpu, v))
 			continue;
-		if (try_victim(cpu, v, min_queued, true)) {
+		if (try_victim(cpu, v, min_queued,
+			       STEAL_CROSS | (cache_aware ? STEAL_GATE : 0))) {
 			stat_inc(STAT_STEAL_REMOTE);
 			numa_stole_across(cpu);
 			return true;
@@ -188,7 +230,7 @@ static bool steal_offline(s32 cpu)
 			break;
 		if (cpu_is_online[i] || !scx_bpf_dsq_nr_queued(i))
 			continue;
-		if (steal_from(cpu, i, false)) {
+		if (steal_from(cpu, i, 0)) {
 			stat_inc(STAT_STEAL_OFFLINE);
 			if (cpu_node[i] != cpu_node[cpu & CPU_MASK])
 				stat_inc(STAT_XNODE_STEAL_OFFLINE);
@@ -217,10 +259,14 @@ static bool pull_steal(s32 cpu, bool prev_runnable)
 		if (steal_smt(cpu, min_q))
 			return true;
 		if (l < MAX_LLCS &&
-		    steal_list(cpu, llc_off[l], llc_off[l + 1], true, min_q))
+		    steal_list(cpu, llc_off[l], llc_off[l + 1], LIST_LLC, min_q))
+			return true;
+		/* cache-aware: first tasks of the node that prefer our LLC */
+		if (cache_aware && n < MAX_NODES &&
+		    steal_list(cpu, node_off[n], node_off[n + 1], LIST_AGGR, min_q))
 			return true;
 		if (n < MAX_NODES &&
-		    steal_list(cpu, node_off[n], node_off[n + 1], false, min_q))
+		    steal_list(cpu, node_off[n], node_off[n + 1], LIST_NODE, min_q))
 			return true;
 	}
 	if (nr_offline && steal_offline(cpu))
@@ -261,7 +307,13 @@ static void pull_kick_stealer(struct task_struct *p, s32 victim)
 
 	if (no_steal)
 		return;
+	/* cache-aware: queued outside its preferred LLC, wake a CPU there */
+	if (cache_kick_pref(p, victim))
+		return;
 	if (kick_idle_in(p, llc_cpumask(cpu_llc[v])))
+		return;
+	/* in its preferred, not overloaded LLC: only that LLC pulls it */
+	if (cache_keep(p, cpu_llc[v]))
 		return;
 	kick_idle_in(p, node_cpumask(cpu_node[v]));
 }

@@ -12,6 +12,8 @@
  *   5. an idle CPU in another node, if numa_push_across() (numa.bpf.c)
  *      allows it: always with --numa-balance=off (unless
  *      --no-push-cross-node), else only beyond the node imbalance allowance
+ *   (cache-aware, cache.bpf.c: steps 4 and 5 are skipped while prev's LLC
+ *    is the process's preferred LLC and not overloaded)
  *   6. none: stay on prev; ops.enqueue queues the task there and, if prev
  *      is busy, wakes an idle CPU nearby to pull it (pull.bpf.c)
  *
@@ -84,6 +86,16 @@ static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu, bool is_fork)
 	if (cpu >= 0) {
 		stat_inc(STAT_PICK_LLC_CPU);
 		return cpu;
+	}
+
+	/*
+	 * cache-aware gate "out": prev's LLC is the process's preferred one
+	 * and not overloaded: stay, a CPU of this LLC will pull the task
+	 */
+	if (cache_keep(p, cpu_llc[prev_cpu & CPU_MASK])) {
+		stat_inc(STAT_CACHE_KEEP_WAKE);
+		stat_inc(STAT_PICK_NONE);
+		return -1;
 	}
 
 	/* 4. an idle CPU in prev's node (re-checks the LLC: harmless) */

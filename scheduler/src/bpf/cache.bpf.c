@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * cache.bpf.c - which LLC should a process's threads share? (cache-aware
+ * scheduling)
+ *
+ * Idea. Threads of one process share data; while they fit in one LLC,
+ * keeping them there avoids bouncing cache lines between LLCs. When they
+ * do not fit (too many running threads, or the LLC is overloaded),
+ * aggregation backs off and ordinary balancing decides.
+ *
+ * Seed: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
+ * v3, 2025; upstream since 7.2 as load-balance-only, CONFIG_SCHED_CACHE).
+ * This is an independent implementation of the rules below, for sched_ext.
+ *
+ * Occupancy. Per process (key: tgid) a hash-map entry, created lazily in
+ * ops.stopping for a task of a process with more than one thread (its
+ * first preferred LLC is the LLC of that first stop, unless overloaded), holds
+ * occ[llc]: the process's runtime on each LLC, halved every epoch
+ * (epoch_ns, --epoch-period-ms). The decay is lazy: the first stop in a
+ * new epoch shifts the array by the number of epochs elapsed (claimed with
+ * a compare-and-swap on the entry's epoch so only one CPU does it), then
+ * re-evaluates the preference:
+ *   - candidate = the LLC with the largest occupancy; the preferred LLC
+ *     switches to it only if occ[candidate] > switch_ratio * occ[current]
+ *     (hysteresis, default 2);
+ *   - home node: numa.bpf.c keeps no per-process home node, so the home
+ *     node is the node of the largest-occupancy LLC; the candidate is that
+ *     LLC, hence always inside it;
+ *   - dropped (pref = -1) when the process's running threads, estimated
+ *     as sum(occ) / (2 * epoch) (the steady state of a halving sum), need
+ *     more than 80% * aggr_tolerance of the LLC's CPUs (aggr_tolerance
+ *     100 = never), or when the LLC is overloaded (llc_load from
+ *     numa.bpf.c above its CPU count).
+ * Entries are deleted when the process is seen with one thread, and when
+ * its thread-group leader is freed (ops.exit_task). A preference not
+ * refreshed for epoch_timeout epochs (--epoch-affinity-timeout) is
+ * ignored.
+ *
+ * Gates (cache_may_enter / cache_may_leave; mirrored by cache.rs, which
+ * has the unit tests):
+ *   into the preferred LLC: refused if the destination is over
+ *     overaggr_pct busy and busier than the source by more than imb_pct;
+ *   out of the preferred LLC: refused while that LLC is not overloaded;
+ *   otherwise (neither LLC preferred): ordinary balancing decides.
+ * Busy% of an LLC = llc_load * 100 / its CPUs (llc_load counts runnable
+ * tasks, so it may exceed 100).
+ *
+ * Where it applies (cache_aware, --cache-aware, on by default):
+ *   pull.bpf.c: an idle CPU first steals queued tasks of its node's other
+ *     LLCs whose process prefers its LLC (aggregation pull, gate "into");
+ *     ordinary cross-LLC steals skip tasks whose preferred LLC is the
+ *     victim's, unless that LLC is overloaded (gate "out"); a task queued
+ *     behind a busy CPU outside its preferred LLC wakes an idle CPU of the
+ *     preferred LLC to pull it.
+ *   push.bpf.c: a waking task whose prev CPU is in its preferred LLC does
+ *     not leave that LLC for an idle CPU elsewhere (gate "out"); it is
+ *     queued and pulled inside the LLC.
+ *   wake aggregation (cache_wake_aggr, --cache-wake-aggr, off by default
+ *     as in the seed): select_cpu takes an idle CPU of the preferred LLC
+ *     (same node as prev) instead of searching from prev's LLC.
+ * Only LLC ids below CACHE_MAX_LLCS take part (the agent turns the
+ * mechanism off on machines with more LLCs).
+ *
+ * Stats: STAT_CACHE_* (intf.h); the agent reads cache_procs for the
+ * per-process preferred LLC and share.
+ */
+
+const volatile bool cache_aware = true;
+/*
+ * Occupancy accounting and the per-process statistics run whenever the
+ * machine has at most CACHE_MAX_LLCS LLCs, also with --no-cache-aware (then
+ * the "preferred LLC" is only reported, never acted on), so that the share
+ * can be compared with the mechanism off.
+ */
+const volatile bool cache_track = true;
+const volatile bool cache_wake_aggr;
+const volatile u64 cache_epoch_ns = DFL_CACHE_EPOCH_MS * 1000000ULL;
+const volatile u32 cache_epoch_timeout = DFL_CACHE_EPOCH_TIMEOUT;
+const volatile u32 cache_switch_ratio = DFL_CACHE_SWITCH_RATIO;
+const volatile u32 cache_aggr_tol = DFL_CACHE_AGGR_TOL;
+const volatile u32 cache_overaggr_pct = DFL_CACHE_OVERAGGR_PCT;
+const volatile u32 cache_imb_pct = DFL_CACHE_IMB_PCT;
+
+#define CLLC_MASK	(CACHE_MAX_LLCS - 1)
+
+/* layout known to cache.rs (offsets checked there by the value size) */
+struct cache_proc {
+	s32 pref_llc;		/* -1: none */
+	u32 nr_threads;		/* last seen */
+	u64 epoch;		/* epoch of the last decay (= last activity) */
+	u64 total_rt;		/* cumulative runtime, ns */
+	char comm[16];
+	u64 occ[CACHE_MAX_LLCS];	/* decayed runtime per LLC */
+	u64 rt[CACHE_MAX_LLCS];		/* cumulative runtime per LLC */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CACHE_MAX_PROCS);
+	__type(key, u32);
+	__type(value, struct cache_proc);
+} cache_procs SEC(".maps");
+
+/* template for new entries (too big for the stack); arrays stay zero */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct cache_proc);
+} cache_tmpl SEC(".maps");
+
+static __always_inline u32 llc_nr_cpus(u32 l)
+{
+	l &= LLC_MASK;
+	return llc_off[l + 1] - llc_off[l];
+}
+
+/* busy percentage of LLC @l (runnable tasks per CPU, may exceed 100) */
+static __always_inline u64 cache_llc_busy_pct(u32 l)
+{
+	u32 n = llc_nr_cpus(l);
+
+	if (!n)
+		return 0;
+	return ((u64)llc_load[l & LLC_MASK] * 100) / ((u64)n << LOAD_SHIFT);
+}
+
+static __always_inline bool cache_llc_overloaded(u32 l)
+{
+	return llc_load[l & LLC_MASK] > (llc_nr_cpus(l) << LOAD_SHIFT);
+}
+
+/* gate "into": may a task move from @src into its preferred LLC @dst? */
+static __always_inline bool cache_may_enter(u32 src, u32 dst)
+{
+	u64 d = cache_llc_busy_pct(dst), s = cache_llc_busy_pct(src);
+
+	return !(d > cache_overaggr_pct && d * 100 > s * (100 + cache_imb_pct));
+}
+
+/* gate "out": may a task leave its preferred LLC @pref? */
+static __always_inline bool cache_may_leave(u32 pref)
+{
+	return cache_llc_overloaded(pref);
+}
+
+static __always_inline u64 cache_epoch_now(void)
+{
+	return scx_bpf_now() / (cache_epoch_ns ?: 1);
+}
+
+/* preferred LLC of @p's process, or -1 */
+static __always_inline s32 cache_pref(struct task_struct *p)
+{
+	struct cache_proc *e;
+	u32 tgid;
+	s32 pref;
+
+	if (!cache_aware)
+		return -1;
+	tgid = p->tgid;
+	e = bpf_map_lookup_elem(&cache_procs, &tgid);
+	if (!e)
+		return -1;
+	pref = e->pref_llc;
+	if (pref < 0 || pref >= nr_llcs || pref >= CACHE_MAX_LLCS)
+		return -1;
+	if (cache_epoch_now() - e->epoch > cache_epoch_timeout) {
+		stat_inc(STAT_CACHE_DROP_TIMEOUT);
+		return -1;
+	}
+	return pref;
+}
+
+/*
+ * Should @p stay in LLC @llc rather than take an idle CPU elsewhere? True
+ * if @llc is its preferred LLC and not overloaded (gate "out").
+ */
+static __always_inline bool cache_keep(struct task_struct *p, u32 llc)
+{
+	s32 pref = cache_pref(p);
+
+	if (pref < 0 || (u32)pref != llc)
+		return false;
+	if (cache_may_leave(pref))
+		return false;
+	return true;
+}
+
+/*
+ * New epoch for @e: decay by @d epochs and re-evaluate the preference.
+ * Not inlined: one copy, called from ops.stopping.
+ */
+static __noinline void cache_new_epoch(struct cache_proc *e, u64 d)
+{
+	u64 best_occ = 0, total = 0, limit;
+	s32 best = -1, cur;
+	u32 i, n = nr_llcs, cpus;
+
+	if (!e)
+		return;
+	if (n > CACHE_MAX_LLCS)
+		n = CACHE_MAX_LLCS;
+	bpf_for(i, 0, n) {
+		u64 v = e->occ[i & CLLC_MASK];
+
+		v = d >= 64 ? 0 : v >> d;
+		e->occ[i & CLLC_MASK] = v;
+		total += v;
+		if (v > best_occ) {
+			best_occ = v;
+			best = i;
+		}
+	}
+	if (best < 0) {
+		e->pref_llc = -1;
+		return;
+	}
+
+	cur = e->pref_llc;
+	if (cur >= 0 && cur < CACHE_MAX_LLCS && cur != best &&
+	    best_occ <= (u64)cache_switch_ratio * e->occ[cur & CLLC_MASK])
+		best = cur;	/* hysteresis: not clearly better */
+
+	/* back off: too many running threads for the LLC, or it is overloaded */
+	cpus = llc_nr_cpus(best);
+	limit = 2 * cache_epoch_ns * cpus * 80 / 100;
+	if (cache_aggr_tol < 100 && total > limit * cache_aggr_tol) {
+		if (cur >= 0)
+			stat_inc(STAT_CACHE_DROP_FIT);
+		e->pref_llc = -1;
+		return;
+	}
+	if (cache_llc_overloaded(best)) {
+		if (cur >= 0)
+			stat_inc(STAT_CACHE_DROP_OVERLOAD);
+		e->pref_llc = -1;
+		return;
+	}
+	if (cur != best)
+		stat_inc(cur < 0 ? STAT_CACHE_PREF_SET : STAT_CACHE_PREF_SWITCH);
+	e->pref_llc = best;
+}
+
+/* ops.stopping: charge @used ns run on @cpu to @p's process. */
+static void cache_account(struct task_struct *p, s32 cpu, u64 used)
+{
+	struct cache_proc *e, *init;
+	u32 tgid, l, nt, zero = 0;
+	u64 ep, old;
+
+	if (!cache_track || !cpu_valid(cpu))
+		return;
+	l = cpu_llc[cpu & CPU_MASK];
+	if (l >= CACHE_MAX_LLCS)
+		return;
+	tgid = p->tgid;
+	nt = p->signal->nr_threads;
+	if (nt <= 1) {
+		/* one thread: nothing to aggregate; forget it if known */
+		bpf_map_delete_elem(&cache_procs, &tgid);
+		return;
+	}
+	ep = cache_epoch_now();
+	e = bpf_map_lookup_elem(&cache_procs, &tgid);
+	if (!e) {
+		init = bpf_map_lookup_elem(&cache_tmpl, &zero);
+		if (!init)
+			return;
+		/*
+		 * A new entry starts preferring the LLC it first ran in (unless
+		 * overloaded), so threads forked in the first epoch are already
+		 * kept together; the epoch re-evaluation takes over from there.
+		 */
+		init->pref_llc = cache_llc_overloaded(l) ? -1 : (s32)l;
+		init->epoch = ep;
+		bpf_probe_read_kernel_str(init->comm, sizeof(init->comm),
+					  p->group_leader->comm);
+		if (!bpf_map_update_elem(&cache_procs, &tgid, init, BPF_NOEXIST) &&
+		    init->pref_llc >= 0)
+			stat_inc(STAT_CACHE_PREF_SET);
+		e = bpf_map_lookup_elem(&cache_procs, &tgid);
+		if (!e)
+			return;
+	}
+	e->nr_threads = nt;
+	old = e->epoch;
+	if (ep != old && __sync_val_compare_and_swap(&e->epoch, old, ep) == old)
+		cache_new_epoch(e, ep - old);
+
+	/* racy adds (several CPUs may stop threads of one process): stats only */
+	e->occ[l & CLLC_MASK] += used;
+	e->rt[l & CLLC_MASK] += used;
+	e->total_rt += used;
+	stat_add(STAT_CACHE_RT_NS, used);
+	if (e->pref_llc == (s32)l)
+		stat_add(STAT_CACHE_RT_PREF_NS, used);
+}
+
+/* ops.exit_task: the leader's task is freed after its whole group: drop the entry */
+static __always_inline void cache_task_exit(struct task_struct *p)
+{
+	u32 tgid;
+
+	if (p->pid != p->tgid)
+		return;
+	tgid = p->tgid;
+	bpf_map_delete_elem(&cache_procs, &tgid);
+}
+
+/*
+ * Wake aggregation (cache_wake_aggr): a claimed idle CPU of @p's preferred
+ * LLC if that LLC is not prev's, lies in prev's node and passes the gate
+ * "into"; else -1. Uses the scratch mask.
+ */
+static s32 cache_wake_pick(struct task_struct *p, s32 prev_cpu)
+{
+	struct bpf_cpumask *tmp;
+	const struct cpumask *m;
+	u32 src;
+	s32 pref, cpu;
+
+	if (!cache_wake_aggr || !cpu_valid(prev_cpu))
+		return -1;
+	pref = cache_pref(p);
+	src = cpu_llc[prev_cpu & CPU_MASK];
+	if (pref < 0 || (u32)pref == src)
+		return -1;
+	if (llc_off[pref & LLC_MASK] >= MAX_CPUS ||
+	    cpu_node[llc_cpus[llc_off[pref & LLC_MASK] & CPU_MASK] & CPU_MASK] !=
+	    cpu_node[prev_cpu & CPU_MASK])
+		return -1;
+	if (!cache_may_enter(src, pref)) {
+		stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
+		return -1;
+	}
+	tmp = scratch_mask();
+	m = llc_cpumask(pref);
+	if (!tmp || !m)
+		return -1;
+	bpf_cpumask_and(tmp, m, p->cpus_ptr);
+	cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
+	if (cpu >= 0)
+		stat_inc(STAT_CACHE_AGGR_WAKE);
+	return cpu;
+}
+
+/*
+ * @p was queued on busy @victim outside its preferred LLC: kick an idle CPU
+ * of the preferred LLC (same node) to pull it. True if one was kicked.
+ */
+static __always_inline bool kick_idle_in(struct task_struct *p,
+					 const struct cpumask *mask);
+
+static bool cache_kick_pref(struct task_struct *p, s32 victim)
+{
+	u32 v = victim & CPU_MASK, src = cpu_llc[v];
+	s32 pref = cache_pref(p);
+
+	if (pref < 0 || (u32)pref == src)
+		return false;
+	if (llc_off[pref & LLC_MASK] >= MAX_CPUS ||
+	    cpu_node[llc_cpus[llc_off[pref & LLC_MASK] & CPU_MASK] & CPU_MASK] != cpu_node[v])
+		return false;
+	if (!cache_may_enter(src, pref))
+		return false;
+	if (kick_idle_in(p, llc_cpumask(pref))) {
+		stat_inc(STAT_CACHE_AGGR_KICK);
+		return true;
+	}
+	return false;
+}

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Cache-aware scheduling: the agent's half (see src/bpf/cache.bpf.c).
+//!
+//! Idea: each multi-threaded process gets a preferred LLC, the LLC where
+//! it ran most recently (decayed occupancy, halved every epoch). Tasks are
+//! pulled toward it while the process fits there, and ordinary balancing
+//! takes over when it does not.
+//!
+//! Seed: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
+//! v3, 2025; upstream 7.2, CONFIG_SCHED_CACHE, load-balance only).
+//!
+//! This module mirrors the BPF decision rules as pure functions (the unit
+//! tests below pin them), checks the knobs, and reads the per-process map
+//! (`cache_procs`) for the statistics: the top processes by runtime with
+//! their preferred LLC and the share of their runtime spent in it.
+
+// The pure rules mirror the BPF side for the unit tests; the agent itself
+// only decodes the map.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use serde::{Deserialize, Serialize};
+use scx_stats_derive::Stats;
+
+use crate::bpf_intf as intf;
+
+pub const CACHE_MAX_LLCS: usize = intf::locality_consts_CACHE_MAX_LLCS as usize;
+pub const LOAD_SHIFT: u32 = intf::locality_consts_LOAD_SHIFT;
+
+/// Byte layout of `struct cache_proc` (cache.bpf.c).
+const OFF_PREF: usize = 0;
+const OFF_NR_THREADS: usize = 4;
+const OFF_TOTAL_RT: usize = 16;
+const OFF_COMM: usize = 24;
+const OFF_OCC: usize = 40;
+const OFF_RT: usize = OFF_OCC + 8 * CACHE_MAX_LLCS;
+pub const VALUE_SIZE: usize = OFF_RT + 8 * CACHE_MAX_LLCS;
+
+/// Busy percentage of an LLC: `llc_load` (fixed point, 1 task == 1 <<
+/// LOAD_SHIFT) per CPU, in percent; may exceed 100.
+pub fn busy_pct(llc_load: u32, cpus: u32) -> u64 {
+    if cpus == 0 {
+        return 0;
+    }
+    (llc_load as u64 * 100) / ((cpus as u64) << LOAD_SHIFT)
+}
+
+/// More runnable tasks than CPUs.
+pub fn overloaded(llc_load: u32, cpus: u32) -> bool {
+    llc_load as u64 > ((cpus as u64) << LOAD_SHIFT)
+}
+
+/// Gate "into": may a task move from an LLC `src_busy`% busy into its
+/// preferred LLC, `dst_busy`% busy? Refused when the destination is over
+/// `overaggr_pct` and busier than the source by more than `imb_pct`.
+pub fn may_enter(src_busy: u64, dst_busy: u64, overaggr_pct: u32, imb_pct: u32) -> bool {
+    !(dst_busy > overaggr_pct as u64 && dst_busy * 100 > src_busy * (100 + imb_pct as u64))
+}
+
+/// Gate "out": a task may leave its preferred LLC only while it is overloaded.
+pub fn may_leave(pref_overloaded: bool) -> bool {
+    pref_overloaded
+}
+
+/// Decay `occ` by `epochs` halvings (as the BPF side does lazily).
+pub fn decay(occ: &mut [u64], epochs: u64) {
+    for v in occ.iter_mut() {
+        *v = if epochs >= 64 { 0 } else { *v >> epochs };
+    }
+}
+
+/// Why a process has no preferred LLC after an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pref {
+    Llc(usize),
+    None,
+    /// running threads need more than 80% (x tolerance) of the LLC's CPUs
+    DropFit,
+    /// the LLC is overloaded
+    DropOverload,
+}
+
+/// The epoch re-evaluation of cache_new_epoch() (after decay): `cur` is
+/// the current preference, `cpus[l]` / `overloaded[l]` describe LLC l.
+pub fn choose(
+    occ: &[u64],
+    cur: Option<usize>,
+    switch_ratio: u32,
+    aggr_tol: u32,
+    epoch_ns: u64,
+    cpus: &[u32],
+    llc_overloaded: &[bool],
+) -> Pref {
+    let mut best: Option<usize> = None;
+    let mut best_occ = 0u64;
+    let mut total = 0u64;
+    for (i, &v) in occ.iter().enumerate() {
+        total += v;
+        if v > best_occ {
+            best_occ = v;
+            best = Some(i);
+        }
+    }
+    let Some(mut best) = best else {
+        return Pref::None;
+    };
+    if let Some(c) = cur {
+        if c != best && c < occ.len() && best_occ <= switch_ratio as u64 * occ[c] {
+            best = c;
+        }
+    }
+    let ncpu = cpus.get(best).copied().unwrap_or(0) as u64;
+    let limit = 2 * epoch_ns * ncpu * 80 / 100;
+    if aggr_tol < 100 && total > limit * aggr_tol as u64 {
+        return Pref::DropFit;
+    }
+    if llc_overloaded.get(best).copied().unwrap_or(false) {
+        return Pref::DropOverload;
+    }
+    Pref::Llc(best)
+}
+
+/// One process as the statistics show it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Stats)]
+#[stat(desc = "a process tracked by the cache-aware policy")]
+pub struct CacheProc {
+    #[stat(desc = "process id (tgid)")]
+    pub tgid: u32,
+    #[stat(desc = "command of the thread-group leader")]
+    pub comm: String,
+    #[stat(desc = "preferred LLC, -1 if none right now")]
+    pub pref_llc: i32,
+    #[stat(desc = "threads at the last stop")]
+    pub nr_threads: u32,
+    #[stat(desc = "total runtime, ms")]
+    pub runtime_ms: f64,
+    #[stat(desc = "share of the runtime spent in the preferred LLC (or the top LLC if none)")]
+    pub share: f64,
+    #[stat(desc = "LLC holding most of the runtime")]
+    pub top_llc: i32,
+}
+
+fn rd_u64(b: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(b[off..off + 8].try_into().unwrap())
+}
+
+/// Decode one map value; None if it is too short.
+pub fn decode(tgid: u32, b: &[u8], nr_llcs: usize) -> Option<CacheProc> {
+    if b.len() < VALUE_SIZE {
+        return None;
+    }
+    let pref = i32::from_ne_bytes(b[OFF_PREF..OFF_PREF + 4].try_into().unwrap());
+    let nt = u32::from_ne_bytes(b[OFF_NR_THREADS..OFF_NR_THREADS + 4].try_into().unwrap());
+    let comm: Vec<u8> = b[OFF_COMM..OFF_COMM + 16]
+        .iter()
+        .take_while(|&&c| c != 0)
+        .copied()
+        .collect();
+    let n = nr_llcs.min(CACHE_MAX_LLCS);
+    let rt: Vec<u64> = (0..n).map(|i| rd_u64(b, OFF_RT + 8 * i)).collect();
+    let sum: u64 = rt.iter().sum();
+    let (top, top_rt) = rt
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, &v)| v)
+        .map(|(i, &v)| (i as i32, v))
+        .unwrap_or((-1, 0));
+    let in_pref = if pref >= 0 && (pref as usize) < n {
+        rt[pref as usize]
+    } else {
+        top_rt
+    };
+    let _ = rd_u64(b, OFF_TOTAL_RT);
+    Some(CacheProc {
+        tgid,
+        comm: String::from_utf8_lossy(&comm).into_owned(),
+        pref_llc: pref,
+        nr_threads: nt,
+        runtime_ms: (sum as f64 / 1e4).round() / 100.0,
+        share: if sum > 0 {
+            ((in_pref as f64 / sum as f64) * 1000.0).round() / 1000.0
+        } else {
+            0.0
+        },
+        top_llc: top,
+    })
+}
+
+/// The `n` processes with the most runtime, most first.
+pub fn top_n(mut v: Vec<CacheProc>, n: usize) -> Vec<CacheProc> {
+    v.sort_by(|a, b| {
+        b.runtime_ms
+            .partial_cmp(&a.runtime_ms)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.tgid.cmp(&b.tgid))
+    });
+    v.truncate(n);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EP: u64 = 10_000_000;
+
+    #[test]
+    fn layout_matches_bpf() {
+        // s32 + u32 + u64 + u64 + char[16] + 2 * u64[64]
+        assert_eq!(VALUE_SIZE, 4 + 4 + 8 + 8 + 16 + 2 * 8 * 64);
+    }
+
+    #[test]
+    fn hysteresis_needs_twice() {
+        let cpus = [4, 4];
+        let ovl = [false, false];
+        // LLC 1 leads, but not by more than 2x: keep 0
+        let occ = [1_000_000, 2_000_000];
+        assert_eq!(choose(&occ, Some(0), 2, 1, EP, &cpus, &ovl), Pref::Llc(0));
+        // more than twice: switch
+        let occ = [1_000_000, 2_000_001];
+        assert_eq!(choose(&occ, Some(0), 2, 1, EP, &cpus, &ovl), Pref::Llc(1));
+        // no current preference: the largest wins outright
+        let occ = [1_000_000, 1_000_001];
+        assert_eq!(choose(&occ, None, 2, 1, EP, &cpus, &ovl), Pref::Llc(1));
+        // nothing recorded
+        assert_eq!(choose(&[0, 0], None, 2, 1, EP, &cpus, &ovl), Pref::None);
+        // ratio 1: any lead switches
+        let occ = [1_000_000, 1_000_001];
+        assert_eq!(choose(&occ, Some(0), 1, 1, EP, &cpus, &ovl), Pref::Llc(1));
+    }
+
+    #[test]
+    fn backs_off_when_it_does_not_fit() {
+        let cpus = [4, 4];
+        let ovl = [false, false];
+        // steady state: occ sum = 2 x runtime per epoch. 3 threads busy on
+        // 4 CPUs = 75% < 80%: fits
+        let occ = [2 * 3 * EP, 0];
+        assert_eq!(choose(&occ, None, 2, 1, EP, &cpus, &ovl), Pref::Llc(0));
+        // 3.3 threads busy > 3.2: does not fit
+        let occ = [2 * 33 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, 2, 1, EP, &cpus, &ovl), Pref::DropFit);
+        // tolerance 2 doubles the limit; 100 removes it
+        assert_eq!(choose(&occ, None, 2, 2, EP, &cpus, &ovl), Pref::Llc(0));
+        let occ = [2 * 100 * EP, 0];
+        assert_eq!(choose(&occ, None, 2, 100, EP, &cpus, &ovl), Pref::Llc(0));
+        // overloaded LLC
+        let occ = [EP, 0];
+        assert_eq!(choose(&occ, None, 2, 1, EP, &cpus, &[true, false]), Pref::DropOverload);
+    }
+
+    #[test]
+    fn decay_halves_per_epoch() {
+        let mut occ = [1024, 3, u64::MAX];
+        decay(&mut occ, 1);
+        assert_eq!(occ, [512, 1, u64::MAX >> 1]);
+        decay(&mut occ, 64);
+        assert_eq!(occ, [0, 0, 0]);
+    }
+
+    #[test]
+    fn gates() {
+        let one = 1u32 << LOAD_SHIFT;
+        assert_eq!(busy_pct(2 * one, 4), 50);
+        assert_eq!(busy_pct(8 * one, 4), 200);
+        assert_eq!(busy_pct(one, 0), 0);
+        assert!(!overloaded(4 * one, 4));
+        assert!(overloaded(4 * one + 1, 4));
+        // into: destination lightly used -> allowed whatever the source
+        assert!(may_enter(0, 50, 50, 20));
+        // destination over 50% but not 20% busier than the source
+        assert!(may_enter(60, 72, 50, 20));
+        // over 50% and more than 20% busier: refused
+        assert!(!may_enter(60, 73, 50, 20));
+        assert!(!may_enter(0, 51, 50, 20));
+        // out: only when the preferred LLC is overloaded
+        assert!(!may_leave(false));
+        assert!(may_leave(true));
+    }
+
+    #[test]
+    fn decode_and_top() {
+        let mut b = vec![0u8; VALUE_SIZE];
+        b[0..4].copy_from_slice(&1i32.to_ne_bytes());
+        b[4..8].copy_from_slice(&5u32.to_ne_bytes());
+        b[OFF_COMM..OFF_COMM + 9].copy_from_slice(b"hackbench");
+        b[OFF_RT..OFF_RT + 8].copy_from_slice(&10_000_000u64.to_ne_bytes());
+        b[OFF_RT + 8..OFF_RT + 16].copy_from_slice(&90_000_000u64.to_ne_bytes());
+        let p = decode(42, &b, 2).unwrap();
+        assert_eq!(p.comm, "hackbench");
+        assert_eq!((p.pref_llc, p.nr_threads, p.top_llc), (1, 5, 1));
+        assert_eq!(p.share, 0.9);
+        assert_eq!(p.runtime_ms, 100.0);
+        assert!(decode(1, &b[..10], 2).is_none());
+        let mut q = p.clone();
+        q.tgid = 7;
+        q.runtime_ms = 500.0;
+        let t = top_n(vec![p, q], 1);
+        assert_eq!(t[0].tgid, 7);
+    }
+}
