@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # make test : unit tests (Rust and Python) plus a fast lab smoke test in QEMU guests
-# make demo : a short scheduler session in the default machine (numa2)
+# make demo : a short bench in the default machine (numa2): EEVDF vs scx_locality, tables and a report
 # Both run `bin/lab setup` first (idempotent; installs missing Debian packages as root).
 
 CARGO ?= cargo
@@ -13,10 +13,11 @@ setup:
 	$(LAB) setup
 
 build: setup
-	$(CARGO) build --release --manifest-path scheduler/Cargo.toml
+	cd scheduler && $(CARGO) build --release
+	$(MAKE) -C workloads
 
 unit-test: build
-	$(CARGO) test --release --manifest-path scheduler/Cargo.toml
+	cd scheduler && $(CARGO) test --release
 	$(PY) -m pytest -q lab/tests --no-lab
 
 lab-test: build
@@ -24,9 +25,12 @@ lab-test: build
 
 test: unit-test lab-test
 
+# EEVDF against scx_locality on numa2: hackbench (process, pipes, 2 group sizes) and wakelat, 3 runs
+# (about 4 minutes here); prints the comparison tables and the report's path.
+DEMO_OUT = $${LOCALITY_RUNS:-$(CURDIR)/runs}/demo
 demo: build
-	$(LAB) run --machine numa2 --sched scx_locality:--stats=2 --timeout 120 -- \
-	    'hackbench -p -g 4 -l 2000 && hackbench -T -g 2 -l 2000'
+	$(LAB) bench --machine numa2 --sched eevdf,scx_locality --no-build --force --runs 3 --out $(DEMO_OUT) \
+	    --bench hackbench:mode=process:ipc=pipe:groups=2/4:loops=300,wakelat:seconds=4
 
 clean:
 	rm -rf scheduler/target runs

@@ -6,6 +6,8 @@ Commands:
   machines              one line per machine with its topology summary
   run                   boot a machine, optionally start a scheduler, run a command, report as JSON
   image                 build (or reuse) the guest image and print its path
+  bench                 run benchmarks under several schedulers, repeated and interleaved; write a report
+  peers                 build published sched_ext schedulers (cargo install) for the guest
   soak                  reliability suite (stress, hotplug, cgroups, RT hog, pinning, start/stop, kill -9)
 
 Exit codes of `run`: 0 ok, 1 the command failed, 2 bad usage, 3 setup missing, 4 topology mismatch,
@@ -91,6 +93,16 @@ def cmd_soak(args) -> int:
                      build=not args.no_build)
 
 
+def cmd_bench(args) -> int:
+    from . import bench
+    return bench.main(args)
+
+
+def cmd_peers(args) -> int:
+    from . import peers
+    return peers.main(args.names, force=args.force, list_only=args.list)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bin/lab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -126,6 +138,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-v", "--verbose", action="store_true", help="stream the guest console")
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
     s.set_defaults(func=cmd_soak)
+    s = sub.add_parser("bench", help="benchmark schedulers against each other and write a report",
+                       description="Run benchmarks (lab/benchmarks/*.toml) under several schedulers: one boot "
+                                   "per run, the schedulers interleaved as steps in an order rotated per run; "
+                                   "write DIR/results.json, DIR/report.md and PNGs. Exit codes as for run "
+                                   "(5: a scheduler failed to build, start or stay loaded; 1: a case failed).")
+    s.add_argument("--machine", default="numa2", help="machine name (see `bin/lab machines`) or a .toml path")
+    s.add_argument("--sched", default="eevdf,scx_locality",
+                   help="comma-separated NAME[:ARGS] list; the first is the baseline (default eevdf,scx_locality)")
+    s.add_argument("--bench", default="",
+                   help="comma-separated NAME[:KEY=V1/V2...] list, e.g. hackbench:mode=process:groups=2/4")
+    s.add_argument("--runs", type=int, default=3, help="boots (repetitions); default 3")
+    s.add_argument("--out", default="", help="output folder (default runs/bench-<time>-<machine>)")
+    s.add_argument("--ablate", action="store_true",
+                   help="add scx_locality with each mechanism of lab/benchmarks/ablation.toml switched off")
+    s.add_argument("--no-build", action="store_true",
+                   help="do not build scx_locality or missing peers (unbuilt ones are reported as failed)")
+    s.add_argument("--force", action="store_true", help="overwrite an --out folder that holds results")
+    s.add_argument("--list", action="store_true", help="list the benchmarks and their cases")
+    s.add_argument("--report-only", metavar="DIR", default="", help="rebuild DIR's report from its results.json")
+    s.set_defaults(func=cmd_bench)
+    s = sub.add_parser("peers", help="build published schedulers from crates.io (cargo install, ~5 min each)")
+    s.add_argument("names", nargs="*", help="peers to build (default: every peer in lab/schedulers.toml)")
+    s.add_argument("--force", action="store_true", help="rebuild even if built")
+    s.add_argument("--list", action="store_true", help="list the peers and whether they are built")
+    s.set_defaults(func=cmd_peers)
     return p
 
 

@@ -61,7 +61,8 @@ def build_scheduler(quiet: bool = False) -> Path:
         raise FileNotFoundError(f"{manifest} is missing")
     if not quiet:
         print("lab: building scx_locality (cargo build --release)", file=sys.stderr, flush=True)
-    r = subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(manifest)])
+    # Run inside scheduler/ so cargo reads scheduler/.cargo/config.toml (it points BPF_CLANG at clang-N).
+    r = subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=manifest.parent)
     if r.returncode != 0:
         raise BuildFailed(f"building scx_locality failed (cargo exit {r.returncode}); its errors are above")
     return scheduler_binary()

@@ -49,7 +49,9 @@ lab_sched_start() {
     t0=$(cut -d' ' -f1 /proc/uptime)
     i=0
     while [ $i -lt $((timeout * 10)) ]; do
-        if [ "$(lab_sched_state)" = enabled ] && [ "$(lab_sched_ops)" = "$ops" ]; then
+        # crates.io builds of published schedulers register "NAME_VERSION_TARGET" as their ops name.
+        cur_ops=$(lab_sched_ops)
+        if [ "$(lab_sched_state)" = enabled ] && { [ "$cur_ops" = "$ops" ] || [ "${cur_ops%%_*}" = "$ops" ]; }; then
             lab_rec "sched-start ok $ops $t0 $(cut -d' ' -f1 /proc/uptime)"
             return 0
         fi

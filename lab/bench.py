@@ -1,0 +1,896 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""bin/lab bench: run benchmarks under several schedulers in one boot per run, repeat, report.
+
+Benchmarks are data (lab/benchmarks/NAME.toml): a shell command template, fixed parameters, a parameter
+sweep (every combination is one case), and the figures to parse from the output (a regular expression, the
+unit, whether higher is better, Hmean for rates or Amean for times). `--bench NAME[:KEY=V1/V2...]` runs a
+benchmark, optionally with a sweep axis or parameter replaced.
+
+One run is one boot. Its steps are (benchmark, scheduler) pairs: for each benchmark every scheduler in turn,
+with the schedulers' order rotated from run to run so that none always goes first. Each case runs under
+workloads/locsample, which records where the benchmark's tasks ran (last CPU of every task every 100 ms,
+se.nr_migrations, per-CPU /proc/stat every 500 ms) and sends that to the host with the output.
+
+Everything lands in --out DIR: results.json (every raw figure, per run, step and case, plus locality
+counters), raw/ (the guest's files), report.md and PNGs (lab/report.py, lab/plots.py).
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import operator
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import image, machines, paths, peers, run, setup
+
+BENCH_DIR = paths.REPO / "lab" / "benchmarks"
+ABLATION_FILE = BENCH_DIR / "ablation.toml"
+WORKLOADS_DIR = paths.REPO / "workloads"
+WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob"]
+RESULTS_VERSION = 1
+
+# Sampler periods (ms): last CPU of every task, se.nr_migrations, /proc/stat; and the most of one CPU (percent)
+# the task scans may take (the scan period stretches beyond SAMPLE_MS to stay within it).
+SAMPLE_MS, SCHED_MS, CPUSTAT_MS, SAMPLER_BUDGET_PCT = 100, 500, 500, 10
+# Tasks that belong to the harness, not the benchmark (the sh -c wrapper, sleeps between its commands).
+HARNESS_COMMS = {"sh", "sleep", "cat", "kill", "wait", "timeout", "busybox", "nproc", "locsample"}
+RESULT_RE = re.compile(r"^lab-bench-rc: (-?\d+)\s*$", re.M)
+FINAL_STATS_RE = re.compile(r"scx_locality-final-stats:\s*(\{.*\})\s*$", re.M)
+PLACEHOLDER_RE = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class BenchError(run.UsageError):
+    """A bad --bench/--sched argument or a malformed benchmark file (the file and field are named)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Benchmarks as data
+
+
+@dataclass
+class Figure:
+    name: str
+    regex: str
+    unit: str
+    higher_is_better: bool
+    mean: str  # "hmean" (rates) or "amean" (times)
+    aggregate: str = "first"  # over all matches: first, last, sum, mean, min, max
+
+    def parse(self, text: str) -> float | None:
+        vals = []
+        for m in re.finditer(self.regex, text, re.M):
+            try:
+                vals.append(float(m.group(1)))
+            except (ValueError, IndexError):
+                continue
+        if not vals:
+            return None
+        agg = {"first": lambda v: v[0], "last": lambda v: v[-1], "sum": sum, "min": min, "max": max,
+               "mean": lambda v: sum(v) / len(v)}[self.aggregate]
+        return float(agg(vals))
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "regex": self.regex, "unit": self.unit,
+                "higher_is_better": self.higher_is_better, "mean": self.mean, "aggregate": self.aggregate}
+
+
+@dataclass
+class Case:
+    bench: str
+    id: str  # unique: bench name plus the sweep values
+    label: str  # the sweep values alone (the row name in the report)
+    params: dict
+    command: str
+    est_s: float
+    timeout_s: float
+
+
+@dataclass
+class Benchmark:
+    name: str
+    path: Path
+    description: str
+    command: str
+    params: dict
+    sweep: dict
+    choices: dict
+    figures: list[Figure]
+    est_seconds: str | float
+    timeout_s: float
+    residency_comm: str | None = None
+    sample_comm: list[str] = field(default_factory=list)
+    overrides: dict = field(default_factory=dict)
+
+    @property
+    def spec(self) -> str:
+        """The --bench argument that names this benchmark with its overrides."""
+        if not self.overrides:
+            return self.name
+        return self.name + "".join(f":{k}={'/'.join(map(str, v)) if isinstance(v, list) else v}"
+                                   for k, v in self.overrides.items())
+
+    def cases(self) -> list[Case]:
+        keys = list(self.sweep)
+        out = []
+        for combo in itertools.product(*(self.sweep[k] for k in keys)) if keys else [()]:
+            values = dict(self.params)
+            subst = {k: str(v) for k, v in self.params.items()}
+            for k, v in zip(keys, combo):
+                values[k] = v
+                subst[k] = str(self.choices.get(k, {}).get(str(v), v))
+            label = "-".join(str(v) for v in combo) or self.name
+            cid = self.name + ("-" + label if combo else "")
+            command = PLACEHOLDER_RE.sub(lambda m: subst[m.group(1)], self.command)
+            out.append(Case(bench=self.name, id=cid, label=label, params=values, command=command,
+                            est_s=_estimate(self.est_seconds, values, self.path), timeout_s=self.timeout_s))
+        return out
+
+    def to_json(self) -> dict:
+        where = self.path.relative_to(paths.REPO) if self.path.is_relative_to(paths.REPO) else self.path
+        return {"name": self.name, "spec": self.spec, "description": self.description, "command": self.command,
+                "params": self.params, "sweep": self.sweep, "choices": self.choices,
+                "figures": [f.to_json() for f in self.figures], "residency_comm": self.residency_comm,
+                "sample_comm": self.sample_comm, "file": str(where),
+                "cases": [{"id": c.id, "label": c.label, "command": c.command} for c in self.cases()]}
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def _estimate(expr, values: dict, path: Path) -> float:
+    """est_seconds: a number, or an arithmetic expression (+ - * / and parentheses) of numeric parameters."""
+    if isinstance(expr, (int, float)):
+        return float(expr)
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            v = values.get(node.id)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+            raise BenchError(f"{path}: field 'est_seconds': {node.id!r} is not a numeric parameter")
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.operand))
+        raise BenchError(f"{path}: field 'est_seconds': only numbers, parameters and + - * / are allowed")
+
+    try:
+        return max(0.0, ev(ast.parse(str(expr), mode="eval")))
+    except SyntaxError as e:
+        raise BenchError(f"{path}: field 'est_seconds': {e}") from None
+    except ZeroDivisionError:
+        raise BenchError(f"{path}: field 'est_seconds': division by zero") from None
+
+
+def known_benchmarks() -> list[str]:
+    return sorted(p.stem for p in BENCH_DIR.glob("*.toml") if p != ABLATION_FILE)
+
+
+def _parse_value(text: str):
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_bench_spec(spec: str) -> tuple[str, dict]:
+    """NAME[:KEY=V1/V2...] -> (NAME, {KEY: [V1, V2]}); a sweep axis takes every value, a parameter one."""
+    name, *parts = spec.strip().split(":")
+    overrides: dict = {}
+    for part in parts:
+        key, eq, val = part.partition("=")
+        if not eq or not key or not val:
+            raise BenchError(f"bad benchmark override {part!r} in {spec!r}; expected KEY=VALUE[/VALUE...]")
+        overrides[key] = [_parse_value(v) for v in val.split("/") if v != ""]
+    return name, overrides
+
+
+def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
+    name, overrides = parse_bench_spec(spec)
+    path = path or BENCH_DIR / f"{name}.toml"
+    if not path.exists() or path == ABLATION_FILE:
+        raise BenchError(f"unknown benchmark {name!r}; known: {', '.join(known_benchmarks())}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise BenchError(f"{path}: not valid TOML: {e}") from None
+
+    def need(key, typ):
+        if key not in data:
+            raise BenchError(f"{path}: field {key!r} is missing")
+        if not isinstance(data[key], typ):
+            raise BenchError(f"{path}: field {key!r} has the wrong type")
+        return data[key]
+
+    command = need("command", str)
+    params = dict(data.get("params", {}))
+    sweep = {k: list(v) if isinstance(v, list) else [v] for k, v in data.get("sweep", {}).items()}
+    choices = {k: {str(a): str(b) for a, b in v.items()} for k, v in data.get("choices", {}).items()}
+    for k, vals in sweep.items():
+        if not vals:
+            raise BenchError(f"{path}: field 'sweep.{k}' is empty")
+        for v in vals:
+            if k in choices and str(v) not in choices[k]:
+                raise BenchError(f"{path}: field 'sweep.{k}': value {v!r} has no entry in choices.{k}")
+    for k in params:
+        if k in sweep:
+            raise BenchError(f"{path}: {k!r} is both a parameter and a sweep axis")
+    for key, vals in overrides.items():
+        if key in sweep:
+            for v in vals:
+                if key in choices and str(v) not in choices[key]:
+                    raise BenchError(f"{name}: {key}={v} is not one of {', '.join(choices[key])}")
+            sweep[key] = vals
+        elif key in params:
+            if len(vals) == 1:
+                params[key] = vals[0]
+            else:  # several values for a fixed parameter: it becomes a sweep axis
+                del params[key]
+                sweep[key] = vals
+        else:
+            raise BenchError(f"{name} has no parameter or sweep axis {key!r}; it has: "
+                             f"{', '.join(list(params) + list(sweep)) or 'none'}")
+    figures = []
+    for i, f in enumerate(data.get("figure", [])):
+        where = f"{path}: figure[{i}]"
+        try:
+            fig = Figure(name=str(f["name"]), regex=str(f["regex"]), unit=str(f.get("unit", "")),
+                         higher_is_better=bool(f["higher_is_better"]), mean=str(f["mean"]),
+                         aggregate=str(f.get("aggregate", "first")))
+        except KeyError as e:
+            raise BenchError(f"{where}: field {e.args[0]!r} is missing") from None
+        if fig.mean not in ("hmean", "amean"):
+            raise BenchError(f"{where}: field 'mean' must be 'hmean' (rates) or 'amean' (times)")
+        if fig.aggregate not in ("first", "last", "sum", "mean", "min", "max"):
+            raise BenchError(f"{where}: field 'aggregate' must be first, last, sum, mean, min or max")
+        try:
+            if re.compile(fig.regex).groups < 1:
+                raise BenchError(f"{where}: field 'regex' needs one capture group (the figure)")
+        except re.error as e:
+            raise BenchError(f"{where}: field 'regex': {e}") from None
+        figures.append(fig)
+    if not figures:
+        raise BenchError(f"{path}: no [[figure]] defined")
+    known = set(params) | set(sweep)
+    for ph in PLACEHOLDER_RE.findall(command):
+        if ph not in known:
+            raise BenchError(f"{path}: field 'command': {{{ph}}} is neither a parameter nor a sweep axis")
+    b = Benchmark(name=name, path=path, description=str(data.get("description", "")), command=command,
+                  params=params, sweep=sweep, choices=choices, figures=figures,
+                  est_seconds=data.get("est_seconds", 10), timeout_s=float(data.get("timeout_s", 600)),
+                  residency_comm=data.get("residency_comm") or None,
+                  sample_comm=list(data.get("sample_comm", [])), overrides=overrides)
+    b.cases()  # validates est_seconds
+    return b
+
+
+def ablation_mechanisms() -> list[dict]:
+    data = tomllib.loads(ABLATION_FILE.read_text())
+    out = []
+    for i, m in enumerate(data.get("mechanism", [])):
+        if "name" not in m or "off" not in m:
+            raise BenchError(f"{ABLATION_FILE}: mechanism[{i}] needs 'name' and 'off'")
+        out.append({"name": m["name"], "off": m["off"], "what": m.get("what", "")})
+    return out
+
+
+def parse_sched_list(text: str, ablate: bool) -> list[run.SchedSpec]:
+    specs, seen = [], set()
+    for item in [s.strip() for s in text.split(",") if s.strip()]:
+        spec = run.parse_sched(item)
+        # Work around lab/schedulers.toml: peers show a versioned ops name (see peers.ops_name).
+        spec.ops = peers.ops_name(spec.name) or spec.ops
+        if spec.label in seen:
+            raise BenchError(f"scheduler {spec.label!r} given twice")
+        seen.add(spec.label)
+        specs.append(spec)
+    if ablate:
+        base = next((s for s in specs if s.name == "scx_locality"), None)
+        if base is None:
+            base = run.parse_sched("scx_locality")
+            specs.append(base)
+            seen.add(base.label)
+        for mech in ablation_mechanisms():
+            args = list(base.args) + shlex.split(mech["off"])
+            spec = run.parse_sched("scx_locality:" + shlex.join(args))
+            if spec.label not in seen:
+                seen.add(spec.label)
+                specs.append(spec)
+    if not specs:
+        raise BenchError("no scheduler given")
+    return specs
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What runs in the guest
+
+
+def case_tag(step: int, case: int) -> str:
+    """Name of a case's files in the boot (lab_put_file names must be unique within one boot)."""
+    return f"s{step}c{case}"
+
+
+def step_command(cases: list[Case], step: int, header: str) -> str:
+    """The shell command of one step: every case under locsample, its files sent to the host."""
+    begin = shlex.quote(f"lab-bench: step-begin {step} {header}")
+    lines = [". /lab/lib.sh", "mkdir -p /tmp/lb", f"echo {begin}"]
+    for j, c in enumerate(cases):
+        tag = case_tag(step, j)
+        base = f"/tmp/lb/{tag}"
+        limit = int(max(1, c.timeout_s))
+        lines += [
+            f"echo 'lab-bench: case-begin {step} {j}'",
+            f"locsample -i {SAMPLE_MS} -m {SCHED_MS} -s {CPUSTAT_MS} -b {SAMPLER_BUDGET_PCT} -t {limit} -o {base} -- "
+            f"/bin/sh -c {shlex.quote(c.command)} > {base}.out 2>&1",
+            f"echo \"lab-bench-rc: $?\" >> {base}.out",
+            f"cat {base}.out",
+            f"lab_put_file {tag}.out {base}.out",
+            f"lab_put_file {tag}.tasks {base}.tasks",
+            f"lab_put_file {tag}.cpu {base}.cpu",
+            f"rm -f {base}.out {base}.tasks {base}.cpu",
+            f"echo 'lab-bench: case-end {step} {j}'",
+        ]
+    lines.append("true")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What comes back: sampler files, locality
+
+
+@dataclass
+class Topo:
+    """CPU -> node, LLC and core of the modeled machine (the LLCs the scheduler is told, not QEMU's)."""
+    nodes: list[list[int]]
+    llcs: list[list[int]]
+    cores: list[list[int]]
+
+    @classmethod
+    def of(cls, m: machines.Machine) -> "Topo":
+        return cls(nodes=[list(n) for n in m.nodes], llcs=[list(g) for g in m.llcs],
+                   cores=[list(g) for g in m.smt_groups()])
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Topo":
+        return cls(nodes=d["nodes"], llcs=d["llcs"], cores=d["cores"])
+
+    def to_json(self) -> dict:
+        return {"nodes": self.nodes, "llcs": self.llcs, "cores": self.cores}
+
+    @staticmethod
+    def _index(groups) -> dict[int, int]:
+        return {cpu: i for i, g in enumerate(groups) for cpu in g}
+
+    def node_of(self) -> dict[int, int]:
+        return self._index(self.nodes)
+
+    def llc_of(self) -> dict[int, int]:
+        return self._index(self.llcs)
+
+    def core_of(self) -> dict[int, int]:
+        return self._index(self.cores)
+
+    def cpu_order(self) -> list[int]:
+        """CPUs sorted by node, LLC, core: the rows of the utilisation heatmap."""
+        node, llc, core = self.node_of(), self.llc_of(), self.core_of()
+        return sorted(node, key=lambda c: (node[c], llc.get(c, -1), core.get(c, -1), c))
+
+
+@dataclass
+class TaskSamples:
+    tgid: int
+    tid: int
+    comm: str
+    first_ms: int
+    last_ms: int
+    nr_migrations: int | None
+    runs: list[tuple[int, int, int]]  # (cpu, samples, running samples), in time order
+
+
+def parse_tasks(text: str) -> tuple[dict, list[TaskSamples]]:
+    """locsample's PREFIX.tasks -> ({"elapsed_ms", "rc", "timeout", "ticks", "busy_ms"}, tasks)."""
+    meta: dict = {"elapsed_ms": None, "rc": None, "timeout": False, "ticks": None, "busy_ms": None}
+    tasks = []
+    for line in text.splitlines():
+        w = line.split()
+        if not w or w[0].startswith("#"):
+            continue
+        if w[0] == "end" and len(w) >= 3:
+            meta.update(elapsed_ms=int(w[1]), rc=int(w[2]), timeout="timeout" in w[3:])
+        elif w[0] == "ticks" and len(w) >= 3:
+            meta.update(ticks=int(w[1]), busy_ms=int(w[2]))
+        elif w[0] == "task" and len(w) >= 7:
+            runs = []
+            if len(w) >= 8:
+                for r in w[7].split(","):
+                    parts = r.split(":")
+                    if len(parts) == 3:
+                        runs.append((int(parts[0]), int(parts[1]), int(parts[2])))
+            nm = int(w[6])
+            tasks.append(TaskSamples(tgid=int(w[1]), tid=int(w[2]), comm=w[3], first_ms=int(w[4]),
+                                     last_ms=int(w[5]), nr_migrations=nm if nm >= 0 else None, runs=runs))
+    return meta, tasks
+
+
+def select_tasks(tasks: list[TaskSamples], sample_comm: list[str] | None = None) -> list[TaskSamples]:
+    """The benchmark's own tasks: those named in sample_comm if given, else all but the harness's."""
+    if sample_comm:
+        return [t for t in tasks if t.comm in sample_comm]
+    return [t for t in tasks if t.comm not in HARNESS_COMMS]
+
+
+def locality(tasks: list[TaskSamples], topo: Topo) -> dict:
+    """Counters of one case: observed moves between samples (all, cross-LLC, cross-node), se.nr_migrations,
+    and how many samples found each task in its home LLC / node (home = where it was seen most)."""
+    node_of, llc_of = topo.node_of(), topo.llc_of()
+    out = {"tasks": len(tasks), "samples": 0, "moves": 0, "cross_llc": 0, "cross_node": 0,
+           "nr_migrations": None, "home_llc_samples": 0, "home_node_samples": 0}
+    nr_mig = [t.nr_migrations for t in tasks if t.nr_migrations is not None]
+    if nr_mig:
+        out["nr_migrations"] = sum(nr_mig)
+    for t in tasks:
+        per_node: dict[int, int] = {}
+        per_llc: dict[int, int] = {}
+        prev = None
+        for cpu, n, _running in t.runs:
+            out["samples"] += n
+            per_node[node_of.get(cpu, -1)] = per_node.get(node_of.get(cpu, -1), 0) + n
+            per_llc[llc_of.get(cpu, -1)] = per_llc.get(llc_of.get(cpu, -1), 0) + n
+            if prev is not None and cpu != prev:
+                out["moves"] += 1
+                if llc_of.get(cpu) != llc_of.get(prev):
+                    out["cross_llc"] += 1
+                if node_of.get(cpu) != node_of.get(prev):
+                    out["cross_node"] += 1
+            prev = cpu
+        if per_node:
+            out["home_node_samples"] += max(per_node.values())
+            out["home_llc_samples"] += max(per_llc.values())
+    return out
+
+
+NUMAJOB_RE = re.compile(r"numajob id=(\d+) pid=(\d+) .*?mem_pages=(\S*) elapsed_s=([0-9.]+)")
+
+
+def residency(tasks: list[TaskSamples], topo: Topo, comm: str, output: str) -> list[dict]:
+    """One row per job (process named comm): samples per node, the node holding most of its memory (from
+    the job's own numajob report line, if any) and its run time."""
+    node_of = topo.node_of()
+    nr_nodes = len(topo.nodes)
+    jobs: dict[int, dict] = {}
+    for t in tasks:
+        if t.comm != comm:
+            continue
+        j = jobs.setdefault(t.tgid, {"pid": t.tgid, "id": None, "node_samples": [0] * nr_nodes,
+                                     "mem_node": None, "elapsed_s": None, "first_ms": t.first_ms})
+        j["first_ms"] = min(j["first_ms"], t.first_ms)
+        for cpu, n, _running in t.runs:
+            nd = node_of.get(cpu)
+            if nd is not None:
+                j["node_samples"][nd] += n
+    for m in NUMAJOB_RE.finditer(output):
+        pid = int(m.group(2))
+        if pid not in jobs:
+            continue
+        pages = {}
+        for part in m.group(3).split(","):
+            if ":" in part:
+                k, v = part.split(":", 1)
+                pages[int(k)] = int(v)
+        jobs[pid]["id"] = int(m.group(1))
+        jobs[pid]["elapsed_s"] = float(m.group(4))
+        if pages:
+            jobs[pid]["mem_node"] = max(pages, key=pages.get)
+    rows = sorted(jobs.values(), key=lambda j: (j["id"] if j["id"] is not None else 1 << 30, j["first_ms"]))
+    for r in rows:
+        del r["first_ms"]
+    return rows
+
+
+def parse_final_stats(log_text: str) -> dict | None:
+    """scx_locality's `scx_locality-final-stats: {json}` line, if its log has one."""
+    found = None
+    for m in FINAL_STATS_RE.finditer(log_text):
+        try:
+            found = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            continue
+    return found
+
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def log_tail(path: str | None, lines: int = 6) -> str:
+    """The last lines of a scheduler's log, on one line, without terminal colour codes."""
+    if not path or not Path(path).exists():
+        return ""
+    text = ANSI_RE.sub("", Path(path).read_text(errors="replace")).strip().splitlines()
+    return " | ".join(line.strip() for line in text[-lines:] if line.strip())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Progress
+
+
+def fmt_dur(s: float) -> str:
+    s = max(0, int(round(s)))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+class Progress:
+    """Prints which run/step/case is going, the elapsed time and an ETA scaled by how the estimates fare."""
+
+    def __init__(self, total_est: float, out=sys.stdout):
+        self.total_est = max(total_est, 1.0)
+        self.done_est = 0.0
+        self.t0 = time.monotonic()
+        self.out = out
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def eta(self) -> float:
+        remaining = max(self.total_est - self.done_est, 0.0)
+        if self.done_est <= 0:
+            return remaining
+        ratio = min(max(self.elapsed() / self.done_est, 0.3), 5.0)
+        return remaining * ratio
+
+    def advance(self, est: float) -> None:
+        self.done_est += est
+
+    def say(self, msg: str) -> None:
+        print(f"bench [{fmt_dur(self.elapsed())} elapsed, ETA {fmt_dur(self.eta())}] {msg}", file=self.out,
+              flush=True)
+
+
+class ConsoleWatcher:
+    """Stands in for the console stream of run.run_job: keeps only the bench's own marker lines."""
+
+    def __init__(self, progress: Progress, on_marker):
+        self.progress = progress
+        self.on_marker = on_marker
+        self.buf = ""
+
+    def write(self, text: str) -> None:
+        self.buf += text
+        while "\n" in self.buf:
+            line, self.buf = self.buf.split("\n", 1)
+            line = line.strip()
+            if line.startswith("lab-bench: "):
+                self.on_marker(line[len("lab-bench: "):].split())
+
+    def flush(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Preparing schedulers and workloads
+
+
+def build_workloads(log) -> None:
+    missing = [p for p in WORKLOAD_PROGRAMS if not (image.workloads_bin_dir() / p).exists()]
+    r = subprocess.run(["make", "-s", "-C", str(WORKLOADS_DIR)], capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = " | ".join((r.stdout + r.stderr).strip().splitlines()[-5:])
+        raise setup.SetupMissing(f"building workloads/ failed (make -C workloads): {tail}")
+    if missing:
+        log(f"bench: built workloads: {', '.join(missing)}")
+
+
+def build_locality() -> str | None:
+    """cargo build --release of scx_locality; None when it built, else the reason (the error's tail)."""
+    manifest = paths.REPO / "scheduler" / "Cargo.toml"
+    if not manifest.exists():
+        return f"{manifest} is missing"
+    # Run in scheduler/: cargo reads .cargo/config.toml from the working directory, not the manifest's, and
+    # scheduler/.cargo/config.toml is what points BPF_CLANG at a clang that exists (Debian has clang-19 only).
+    r = subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(manifest)],
+                       capture_output=True, text=True, cwd=manifest.parent)
+    if r.returncode != 0:
+        return "cargo build failed: " + peers.error_summary(r.stdout + r.stderr)
+    return None
+
+
+def prepare_schedulers(specs: list[run.SchedSpec], build: bool, log) -> dict[str, str]:
+    """Build what is needed; return {label: reason} for the schedulers that cannot run."""
+    failed: dict[str, str] = {}
+    if any(s.name == "scx_locality" for s in specs):
+        reason = None
+        if build and not os.environ.get("LOCALITY_SCHED_BIN"):  # a pinned build is used as it is
+            log("bench: building scx_locality (cargo build --release)")
+            reason = build_locality()
+        if reason is None and not image.scheduler_binary().exists():
+            reason = f"{image.scheduler_binary()} does not exist (build it: cd scheduler && cargo build --release)"
+        if reason:
+            for s in specs:
+                if s.name == "scx_locality":
+                    failed[s.label] = reason
+    for name in sorted({s.name for s in specs if not s.is_eevdf and s.name != "scx_locality"}):
+        status, detail = peers.status(name)
+        if status != "built" and build:
+            ok, detail = peers.build(name, log=log)
+            status = "built" if ok else "failed"
+        if status != "built":
+            reason = detail if status == "failed" else f"{name} is not built (run: bin/lab peers {name})"
+            for s in specs:
+                if s.name == name:
+                    failed[s.label] = reason
+    return failed
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The bench
+
+
+def boot_estimate(m: machines.Machine) -> float:
+    """Seconds from QEMU start to the first step (seen: 8 vCPUs ~10 s, 16 ~20 s, 64 ~120 s)."""
+    return 6.0 + 1.8 * m.nr_cpus
+
+
+def sched_overhead(spec: run.SchedSpec) -> float:
+    return 0.0 if spec.is_eevdf else 4.0 + spec.start_timeout_s / 20.0
+
+
+def rotate(items: list, k: int) -> list:
+    if not items:
+        return []
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def plan_run(benches: list[Benchmark], scheds: list[run.SchedSpec],
+             run_idx: int) -> list[tuple[Benchmark, run.SchedSpec]]:
+    """The steps of run run_idx (0-based): each benchmark under every scheduler, the order rotated per run."""
+    order = rotate(scheds, run_idx)
+    return [(b, s) for b in benches for s in order]
+
+
+def _rel(path: Path, out: Path) -> str:
+    return str(path.relative_to(out))
+
+
+def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: run.SchedSpec, topo: Topo,
+                 out: Path, raw_dir: Path) -> dict:
+    sr = result.steps[step_idx] if step_idx < len(result.steps) else run.StepResult(sched=spec.label)
+    started = bool(sr.sched_started or (spec.is_eevdf and sr.cmd_exit is not None))
+    step = {"step": step_idx, "bench": bench.name, "sched": spec.label, "started": started,
+            "start_error": sr.sched_start_error, "start_s": sr.sched_start_s,
+            "ejected": sr.sched_ejected, "exit_kind": sr.sched_exit_kind, "exit_reason": sr.sched_exit_reason,
+            "cmd_seconds": sr.cmd_seconds, "final_stats": None, "sched_log": None, "cases": []}
+    if sr.sched_log and Path(sr.sched_log).exists():
+        dest = raw_dir / f"sched-{step_idx}.log"
+        shutil.copyfile(sr.sched_log, dest)
+        step["sched_log"] = _rel(dest, out)
+        step["final_stats"] = parse_final_stats(dest.read_text(errors="replace"))
+        if sr.sched_start_error:
+            tail = log_tail(str(dest))
+            if tail:
+                step["start_error"] = f"{sr.sched_start_error}: {tail}"
+    for j, case in enumerate(bench.cases()):
+        tag = case_tag(step_idx, j)
+        c = {"case": case.id, "label": case.label, "params": case.params, "status": "not-run", "rc": None,
+             "error": None, "elapsed_s": None, "figures": {f.name: None for f in bench.figures},
+             "locality": None, "residency": None, "files": {}}
+        for kind in ("out", "tasks", "cpu"):
+            src = result.files.get(f"{tag}.{kind}")
+            if src and Path(src).exists():
+                dest = raw_dir / f"{tag}.{kind}"
+                shutil.copyfile(src, dest)
+                c["files"][kind] = _rel(dest, out)
+        if "out" not in c["files"]:
+            c["error"] = (step["start_error"] and f"{spec.label} did not start: {step['start_error']}") or \
+                ("the guest was killed (timeout)" if result.timed_out else "no output came back")
+            step["cases"].append(c)
+            continue
+        text = (out / c["files"]["out"]).read_text(errors="replace")
+        rcs = RESULT_RE.findall(text)
+        c["rc"] = int(rcs[-1]) if rcs else None
+        meta, tasks = parse_tasks((out / c["files"]["tasks"]).read_text(errors="replace")) \
+            if "tasks" in c["files"] else parse_tasks("")
+        if meta["elapsed_ms"] is not None:
+            c["elapsed_s"] = round(meta["elapsed_ms"] / 1000.0, 3)
+        c["sampler"] = {"ticks": meta["ticks"], "busy_ms": meta["busy_ms"]}
+        if c["rc"] == 0:
+            c["figures"] = {f.name: f.parse(text) for f in bench.figures}
+            missing = [k for k, v in c["figures"].items() if v is None]
+            c["status"] = "ok" if not missing else "failed"
+            if missing:
+                c["error"] = f"figure(s) not found in the output: {', '.join(missing)}"
+        else:
+            c["status"] = "failed"
+            tail = " | ".join(ln for ln in text.strip().splitlines()[-4:] if not ln.startswith("lab-bench-rc"))
+            c["error"] = ("timed out after %ds" % case.timeout_s if meta.get("timeout") else
+                          f"exit status {c['rc']}") + (f": {tail}" if tail else "")
+        if tasks:
+            c["locality"] = locality(select_tasks(tasks, bench.sample_comm), topo)
+            if bench.residency_comm:
+                c["residency"] = residency(tasks, topo, bench.residency_comm, text)
+        step["cases"].append(c)
+    return step
+
+
+def write_results(out: Path, results: dict) -> None:
+    tmp = out / "results.json.tmp"
+    tmp.write_text(json.dumps(results, indent=1) + "\n")
+    tmp.rename(out / "results.json")
+
+
+def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Benchmark], runs: int, out: Path,
+              build: bool = True, command_line: str = "", stdout=sys.stdout) -> dict:
+    def log(msg):
+        print(msg, file=stdout, flush=True)
+
+    out.mkdir(parents=True, exist_ok=True)
+    topo = Topo.of(m)
+    build_workloads(log)
+    failed = prepare_schedulers(specs, build, log)
+    runnable = [s for s in specs if s.label not in failed]
+    results = {
+        "version": RESULTS_VERSION, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command_line,
+        "machine": m.name, "machine_summary": m.summary().strip(), "nr_cpus": m.nr_cpus,
+        "topology": topo.to_json(), "runs_requested": runs,
+        "scheds": [{"label": s.label, "name": s.name, "args": s.args,
+                    "prepare_error": failed.get(s.label)} for s in specs],
+        "benchmarks": {b.name: b.to_json() for b in benches},
+        "sampler": {"sample_ms": SAMPLE_MS, "sched_ms": SCHED_MS, "cpustat_ms": CPUSTAT_MS,
+                    "budget_pct": SAMPLER_BUDGET_PCT},
+        "runs": [],
+    }
+    for label, reason in failed.items():
+        log(f"bench: {label} cannot run: {reason}")
+    write_results(out, results)
+    if not runnable:
+        log("bench: no scheduler can run; writing the report of the failures")
+        return results
+    per_run_est = boot_estimate(m) + sum(sched_overhead(s) + sum(c.est_s for c in b.cases())
+                                         for b, s in plan_run(benches, runnable, 0))
+    progress = Progress(per_run_est * runs, out=stdout)
+    nr_cases = {b.name: len(b.cases()) for b in benches}
+    for r in range(runs):
+        steps_plan = plan_run(benches, runnable, r)
+        steps = [run.Step(s, step_command(b.cases(), i, f"run={r + 1} bench={b.name} sched={s.label}"))
+                 for i, (b, s) in enumerate(steps_plan)]
+        state = {"booted": False}
+
+        def on_marker(words, steps_plan=steps_plan, r=r, state=state):
+            if not words:
+                return
+            if not state["booted"]:
+                state["booted"] = True
+                progress.advance(boot_estimate(m))
+            if words[0] == "step-begin" and len(words) >= 2:
+                i = int(words[1])
+                b, s = steps_plan[i]
+                progress.advance(sched_overhead(s))
+            elif words[0] in ("case-begin", "case-end") and len(words) >= 3:
+                i, j = int(words[1]), int(words[2])
+                b, s = steps_plan[i]
+                case = b.cases()[j]
+                if words[0] == "case-end":
+                    progress.advance(case.est_s)
+                    return
+                progress.say(f"run {r + 1}/{runs}, step {i + 1}/{len(steps_plan)} [{s.label}] {b.name} "
+                             f"case {j + 1}/{nr_cases[b.name]}: {case.label}")
+
+        order = [s.label for s in rotate(runnable, r)]
+        progress.say(f"run {r + 1}/{runs}: booting {m.name}; scheduler order {', '.join(order)}")
+        timeout = int(sum(c.timeout_s for b, _s in steps_plan for c in b.cases()) + 30 * len(steps_plan))
+        run_dir = run.new_run_dir(m.name, "bench")
+        est_before = progress.done_est
+        result = run.run_job(m, steps, timeout_s=timeout, run_dir=run_dir, stream=ConsoleWatcher(progress, on_marker),
+                             log=lambda s: None, build_scheduler=False)
+        # Whatever the markers said, this run's share of the estimate is now done.
+        progress.done_est = est_before + per_run_est
+        raw_dir = out / "raw" / f"run{r + 1}"
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("console.log", "kernel.log", "result.json"):
+            if (run_dir / name).exists():
+                shutil.copyfile(run_dir / name, raw_dir / name)
+        rec = {"run": r + 1, "run_dir": str(run_dir), "order": order, "boot_s": result.boot_s,
+               "wall_s": result.wall_s, "timed_out": result.timed_out, "completed": result.completed,
+               "topology_ok": result.topology_ok, "exit": result.exit_code(), "steps": []}
+        if result.topology_ok is False:
+            rec["error"] = "the guest's topology does not match the machine file:\n" + run.topology_report(result)
+        for i, (b, s) in enumerate(steps_plan):
+            rec["steps"].append(collect_step(result, i, b, s, topo, out, raw_dir))
+        results["runs"].append(rec)
+        write_results(out, results)
+        bad = []
+        for st in rec["steps"]:
+            ok = sum(1 for c in st["cases"] if c["status"] == "ok")
+            if ok < len(st["cases"]):
+                why = st["start_error"] or next((c["error"] for c in st["cases"] if c["error"]), "")
+                bad.append(f"{st['sched']} {st['bench']}: {ok}/{len(st['cases'])} cases ok ({why})")
+            if st["ejected"]:
+                bad.append(f"{st['sched']} {st['bench']}: ejected: {st['exit_kind']}: {st['exit_reason']}")
+        progress.say(f"run {r + 1}/{runs} done in {fmt_dur(result.wall_s or 0)} (boot {result.boot_s} s)"
+                     + ("" if not bad else "; problems:\n  " + "\n  ".join(bad)))
+    return results
+
+
+def exit_code(results: dict) -> int:
+    """0 all well; 5 a scheduler could not be prepared, failed to start or was ejected; 1 a case failed;
+    6 a guest was killed; 4 topology mismatch; 8 a boot broke."""
+    runs = results.get("runs", [])
+    if any(r.get("topology_ok") is False for r in runs):
+        return run.EXIT_TOPOLOGY
+    if any(r.get("timed_out") for r in runs):
+        return run.EXIT_TIMEOUT
+    if any(not r.get("completed") for r in runs):
+        return run.EXIT_INTERNAL
+    if any(s.get("prepare_error") for s in results.get("scheds", [])) or any(
+            st.get("start_error") or st.get("ejected") for r in runs for st in r["steps"]):
+        return run.EXIT_SCHED
+    if any(c["status"] != "ok" for r in runs for st in r["steps"] for c in st["cases"]):
+        return run.EXIT_CMD_FAILED
+    return run.EXIT_OK
+
+
+def default_out(machine: str) -> Path:
+    return paths.runs_dir() / f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{machine}"
+
+
+def main(args) -> int:
+    from . import report
+
+    if args.list:
+        for name in known_benchmarks():
+            b = load_benchmark(name)
+            sweep = " ".join(f"{k}={'/'.join(map(str, v))}" for k, v in b.sweep.items())
+            print(f"{name:16s} {len(b.cases()):3d} cases  {sweep:40s} {b.description}")
+        return 0
+    if args.report_only:
+        out = Path(args.report_only)
+        if not (out / "results.json").exists():
+            raise BenchError(f"{out}/results.json does not exist")
+        path = report.write_report(out)
+        print(report.summary_text(out))
+        print(f"bench: report: {path}")
+        return exit_code(json.loads((out / "results.json").read_text()))
+    if not args.bench:
+        raise BenchError("no benchmark given (--bench NAME[,NAME...]); `bin/lab bench --list` lists them")
+    if not 1 <= args.runs <= 100:
+        raise BenchError(f"--runs {args.runs} is out of range 1..100")
+    m = machines.load(args.machine)
+    specs = parse_sched_list(args.sched, args.ablate)
+    benches = [load_benchmark(s) for s in args.bench.split(",") if s.strip()]
+    names = [b.name for b in benches]
+    if len(set(names)) != len(names):
+        raise BenchError("a benchmark is given twice; give its sweep values in one spec instead")
+    out = Path(args.out) if args.out else default_out(m.name)
+    if (out / "results.json").exists() and not args.force:
+        raise BenchError(f"{out} already holds results.json; use another --out or --force to overwrite")
+    if out.exists() and args.force:
+        for sub in ("raw",):
+            shutil.rmtree(out / sub, ignore_errors=True)
+        for f in out.glob("*.png"):
+            f.unlink()
+    setup.kernel_files()  # raises SetupMissing early
+    cmdline = "bin/lab " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0] else ""
+    total_cases = sum(len(b.cases()) for b in benches)
+    print(f"bench: {m.name}, schedulers {', '.join(s.label for s in specs)}; {len(benches)} benchmark(s), "
+          f"{total_cases} case(s), {args.runs} run(s); output in {out}", flush=True)
+    results = run_bench(m, specs, benches, args.runs, out, build=not args.no_build, command_line=cmdline)
+    path = report.write_report(out)
+    print(report.summary_text(out), flush=True)
+    print(f"bench: report: {path}", flush=True)
+    return exit_code(results)

@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""PNGs of the bench report (matplotlib, Agg backend): per-CPU utilisation over time with the CPUs ordered by
+node, LLC and core, and the job x node residency matrix of residency benchmarks."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .bench import Topo  # noqa: E402
+
+
+def parse_cpustat(text: str) -> dict[int, list[tuple[int, int, int]]]:
+    """locsample's PREFIX.cpu -> {cpu: [(ms, busy_ticks, total_ticks), ...]} (idle and iowait are not busy)."""
+    out: dict[int, list[tuple[int, int, int]]] = {}
+    for line in text.splitlines():
+        w = line.split()
+        if len(w) < 6 or not w[1].startswith("cpu") or not w[1][3:].isdigit():
+            continue
+        try:
+            ms = int(w[0])
+            vals = [int(x) for x in w[2:10]]
+        except ValueError:
+            continue
+        vals += [0] * (8 - len(vals))
+        # user nice system idle iowait irq softirq steal (guest time is already in user)
+        total = sum(vals)
+        idle = vals[3] + vals[4]
+        out.setdefault(int(w[1][3:]), []).append((ms, total - idle, total))
+    return out
+
+
+def utilisation(samples: dict[int, list[tuple[int, int, int]]], cpus: list[int]) -> np.ndarray:
+    """CPU x interval matrix of busy share in percent (NaN where a CPU has no interval)."""
+    n = max((len(v) for v in samples.values()), default=0) - 1
+    mat = np.full((len(cpus), max(n, 0)), np.nan)
+    for row, cpu in enumerate(cpus):
+        s = samples.get(cpu, [])
+        for k in range(len(s) - 1):
+            dt = s[k + 1][2] - s[k][2]
+            if dt > 0 and k < mat.shape[1]:
+                mat[row, k] = 100.0 * (s[k + 1][1] - s[k][1]) / dt
+    return mat
+
+
+def _step_cases(results: dict, bench: str, sched: str):
+    """Cases of the first run in which this (bench, sched) step left sampler files."""
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            if st["bench"] == bench and st["sched"] == sched and any("cpu" in c["files"] for c in st["cases"]):
+                return r["run"], st["cases"]
+    return None, []
+
+
+def _cpu_label(cpu: int, node: dict, llc: dict) -> str:
+    return f"cpu{cpu} n{node.get(cpu, '?')} L{llc.get(cpu, '?')}"
+
+
+def cpu_heatmap(results: dict, out: Path, bench: str) -> Path | None:
+    topo = Topo.from_json(results["topology"])
+    cpus = topo.cpu_order()
+    node, llc = topo.node_of(), topo.llc_of()
+    scheds = [s["label"] for s in results["scheds"]]
+    panels = []
+    for s in scheds:
+        run_no, cases = _step_cases(results, bench, s)
+        if not cases:
+            continue
+        blocks, labels = [], []
+        for c in cases:
+            if "cpu" not in c["files"]:
+                continue
+            mat = utilisation(parse_cpustat((out / c["files"]["cpu"]).read_text(errors="replace")), cpus)
+            if mat.shape[1] == 0:
+                continue
+            blocks.append(mat)
+            labels.append(c["label"])
+        if blocks:
+            panels.append((s, run_no, blocks, labels))
+    if not panels:
+        return None
+    h_per = max(1.6, 0.18 * len(cpus) + 0.8)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, h_per * len(panels) + 0.8), squeeze=False,
+                             layout="constrained")
+    cmap = plt.get_cmap("viridis").copy()
+    cmap.set_bad("white")
+    im = None
+    mats = []
+    for _s, _run_no, blocks, _labels in panels:
+        gap = np.full((len(cpus), 1), np.nan)
+        parts, starts = [], []
+        pos = 0
+        for b in blocks:
+            starts.append(pos)
+            parts += [b, gap]
+            pos += b.shape[1] + 1
+        mats.append((np.concatenate(parts[:-1], axis=1), starts))
+    width = max(m.shape[1] for m, _ in mats)  # one time scale for every panel
+    for ax, (s, run_no, blocks, labels), (mat, starts) in zip(axes[:, 0], panels, mats):
+        mat = np.concatenate([mat, np.full((len(cpus), width - mat.shape[1]), np.nan)], axis=1)
+        im = ax.imshow(mat, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=100)
+        ax.set_title(f"{bench} under {s} (run {run_no}): busy % per CPU, one column per "
+                     f"{results['sampler']['cpustat_ms']} ms", fontsize=9, loc="left")
+        ax.set_xlim(-0.5, width - 0.5)
+        step = max(1, len(cpus) // 32)
+        ax.set_yticks(range(0, len(cpus), step))
+        ax.set_yticklabels([_cpu_label(cpus[i], node, llc) for i in range(0, len(cpus), step)], fontsize=6)
+        for i in range(1, len(cpus)):
+            a, b = cpus[i - 1], cpus[i]
+            if node.get(a) != node.get(b):
+                ax.axhline(i - 0.5, color="red", linewidth=1.2)
+            elif llc.get(a) != llc.get(b):
+                ax.axhline(i - 0.5, color="orange", linewidth=0.8, linestyle="--")
+        ax.set_xticks([st + blocks[k].shape[1] / 2 for k, st in enumerate(starts)])
+        ax.set_xticklabels(labels, fontsize=7)
+    axes[-1, 0].set_xlabel("rows: CPUs by node, LLC, core (red line: node boundary, dashed: LLC boundary); "
+                           "white: between cases, or no ticks counted", fontsize=7)
+    fig.colorbar(im, ax=axes[:, 0].tolist(), label="busy %", fraction=0.03, pad=0.01)
+    path = out / f"cpu-util-{bench}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def residency_heatmap(results: dict, out: Path, bench: str) -> Path | None:
+    """One panel per (scheduler, case): share of each job's samples per node; '*' marks its memory's node."""
+    topo = Topo.from_json(results["topology"])
+    nr_nodes = len(topo.nodes)
+    panels = []
+    for s in [x["label"] for x in results["scheds"]]:
+        for r in results.get("runs", []):
+            st = next((st for st in r["steps"] if st["bench"] == bench and st["sched"] == s), None)
+            if st and any(c.get("residency") for c in st["cases"]):
+                for c in st["cases"]:
+                    if c.get("residency"):
+                        panels.append((s, r["run"], c["label"], c["residency"]))
+                break
+    if not panels:
+        return None
+    cases = sorted({p[2] for p in panels}, key=[p[2] for p in panels].index)
+    scheds = sorted({p[0] for p in panels}, key=[p[0] for p in panels].index)
+    max_jobs = max(len(p[3]) for p in panels)
+    size = (max(6.0, (1.2 + 1.1 * nr_nodes) * len(cases)), 0.6 + (0.9 + 0.28 * max_jobs) * len(scheds))
+    fig, axes = plt.subplots(len(scheds), len(cases), squeeze=False, figsize=size, layout="constrained")
+    for ax in axes.flat:
+        ax.set_visible(False)
+    im = None
+    for s, run_no, label, rows in panels:
+        ax = axes[scheds.index(s), cases.index(label)]
+        ax.set_visible(True)
+        mat = np.zeros((len(rows), nr_nodes))
+        for i, j in enumerate(rows):
+            tot = sum(j["node_samples"]) or 1
+            mat[i] = [100.0 * x / tot for x in j["node_samples"]]
+        im = ax.imshow(mat, aspect="auto", cmap="Blues", vmin=0, vmax=100, interpolation="nearest")
+        for i, j in enumerate(rows):
+            for n in range(nr_nodes):
+                mark = "*" if j.get("mem_node") == n else ""
+                ax.text(n, i, f"{mat[i, n]:.0f}{mark}", ha="center", va="center", fontsize=7,
+                        color="white" if mat[i, n] > 60 else "black")
+        ax.set_xticks(range(nr_nodes))
+        ax.set_xticklabels([f"node {n}" for n in range(nr_nodes)], fontsize=7)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([f"job {j['id'] if j['id'] is not None else j['pid']}" for j in rows], fontsize=6)
+        ax.set_title(f"{s}, {label} (run {run_no})", fontsize=8)
+    fig.suptitle(f"{bench}: % of each job's samples per node\n(* = the node holding most of its memory)", fontsize=9)
+    if im is not None:
+        fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, pad=0.02, label="% of samples")
+    path = out / f"residency-{bench}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,425 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""The bench report: DIR/results.json -> DIR/report.md (mmtests-style tables, locality, residency) and PNGs.
+
+`bin/lab bench --report-only DIR` rebuilds it from results.json alone.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import stats
+
+FIELD = 12  # width of a value
+PCT = 11  # width of "( -12.34%)" / "* -12.34%*"
+
+
+def load(out: Path) -> dict:
+    return json.loads((Path(out) / "results.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Collecting values
+
+
+def sched_status(results: dict) -> list[dict]:
+    """Per scheduler: ok / failed / partial, with the reasons (build, start, ejection)."""
+    rows = []
+    for s in results["scheds"]:
+        label = s["label"]
+        if s.get("prepare_error"):
+            rows.append({"label": label, "status": "failed", "reason": s["prepare_error"]})
+            continue
+        steps = [st for r in results.get("runs", []) for st in r["steps"] if st["sched"] == label]
+        if not steps:
+            rows.append({"label": label, "status": "not run", "reason": "no run completed"})
+            continue
+        start_errors = sorted({st["start_error"] for st in steps if st.get("start_error")})
+        ejections = sorted({f"{st['exit_kind']}: {st['exit_reason']}" for st in steps if st.get("ejected")})
+        started = sum(1 for st in steps if st.get("started") and not st.get("start_error"))
+        reasons = []
+        if start_errors:
+            reasons.append(f"did not start in {len(steps) - started} of {len(steps)} steps: " + "; ".join(start_errors))
+        if ejections:
+            reasons.append(f"ejected in {sum(1 for st in steps if st.get('ejected'))} of {len(steps)} steps: "
+                           + "; ".join(ejections))
+        if started == 0:
+            status = "failed"
+        elif reasons:
+            status = "partial"
+        else:
+            status = "ok"
+        rows.append({"label": label, "status": status, "reason": " / ".join(reasons)})
+    return rows
+
+
+def values(results: dict, bench: str, case_id: str, sched: str, figure: str) -> list[float]:
+    """Every valid raw value of one figure of one case under one scheduler, in run order."""
+    out = []
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            if st["bench"] != bench or st["sched"] != sched:
+                continue
+            for c in st["cases"]:
+                if c["case"] == case_id and c["status"] == "ok" and c["figures"].get(figure) is not None:
+                    out.append(float(c["figures"][figure]))
+    return out
+
+
+def case_list(results: dict, bench: str) -> list[tuple[str, str]]:
+    """(case id, label) in the order the benchmark defines them."""
+    seen: dict[str, str] = {c["id"]: c["label"] for c in results["benchmarks"].get(bench, {}).get("cases", [])}
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            if st["bench"] == bench:
+                for c in st["cases"]:
+                    seen.setdefault(c["case"], c["label"])
+    return list(seen.items())
+
+
+def case_failures(results: dict, bench: str, case_id: str, sched: str) -> list[str]:
+    errs = []
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            if st["bench"] == bench and st["sched"] == sched:
+                for c in st["cases"]:
+                    if c["case"] == case_id and c["status"] != "ok" and c.get("error"):
+                        errs.append(f"run {r['run']}: {c['error']}")
+    return errs
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Formatting
+
+
+def fmt_num(v: float | None) -> str:
+    """Two decimals as mmtests prints them; four for values below 1 so small times keep their digits."""
+    if v is None:
+        return "n/a"
+    return f"{v:.4f}" if abs(v) < 1 else f"{v:.2f}"
+
+
+def fmt_pct(p: float | None, sig: stats.Significance | None, baseline: bool = False) -> str:
+    if baseline:
+        return f"({0:7.2f}%)"
+    if p is None:
+        return " " * PCT
+    if sig is not None and sig.significant:
+        return f"*{p:7.2f}%*"
+    return f"({p:7.2f}%)"
+
+
+def figure_table(results: dict, bench: str, fig: dict, labels: list[str], failed: set[str]) -> tuple[str, list]:
+    """An mmtests-style comparison table of one figure (text, fixed width) and its significance findings."""
+    kind = fig["mean"]
+    mean_name = "Hmean" if kind == "hmean" else "Amean"
+    sd_name = "HStddev" if kind == "hmean" else "Stddev"
+    cv_name = "HCoeffVar" if kind == "hmean" else "CoeffVar"
+    cases = case_list(results, bench)
+    width = max([len(lbl) for _cid, lbl in cases] + [8])
+    stat_w = max(len(mean_name), len(sd_name), len(cv_name), 4) + 1
+    col = max([FIELD + 1 + PCT] + [len(lbl) for lbl in labels])
+    head = " " * (stat_w + width + 1) + "".join(f"{lbl:>{col + 1}s}" for lbl in labels)
+    rows = [head]
+    findings = []
+    base = labels[0]
+    for stat in ("mean", "sd", "cv", "n"):
+        for cid, clabel in cases:
+            name = {"mean": mean_name, "sd": sd_name, "cv": cv_name, "n": "Runs"}[stat]
+            line = f"{name:<{stat_w}s}{clabel:<{width}s} "
+            bvals = values(results, bench, cid, base, fig["name"])
+            bmean = stats.mean(bvals, kind)
+            for i, s in enumerate(labels):
+                vals = values(results, bench, cid, s, fig["name"])
+                if s in failed and not vals:
+                    cell = f"{'failed':>{FIELD}s} {'':{PCT}s}"
+                elif stat == "mean":
+                    m = stats.mean(vals, kind)
+                    if i == 0:
+                        cell = f"{fmt_num(m):>{FIELD}s} {fmt_pct(None, None, baseline=m is not None)}"
+                    else:
+                        p = stats.pct_better(m, bmean, fig["higher_is_better"])
+                        sig = stats.significance(bvals, vals, kind)
+                        if sig is not None:
+                            findings.append((cid, s, p, sig))
+                        cell = f"{fmt_num(m):>{FIELD}s} {fmt_pct(p, sig)}"
+                elif stat == "sd":
+                    cell = f"{fmt_num(stats.spread(vals, kind)):>{FIELD}s} {'':{PCT}s}"
+                elif stat == "cv":
+                    cv = stats.coeffvar(vals, kind)
+                    cell = f"{f'{cv:.2f}%' if cv is not None else 'n/a':>{FIELD}s} {'':{PCT}s}"
+                else:
+                    cell = f"{len(vals):>{FIELD}d} {'':{PCT}s}"
+                line += " " + cell.rjust(col)
+            rows.append(line.rstrip())
+    return "\n".join(rows), findings
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def locality_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
+    """Per scheduler: per-run sums over the benchmark's cases, averaged over runs; shares pooled."""
+    out = []
+    for s in labels:
+        per_run = []
+        pooled = {"samples": 0, "home_llc_samples": 0, "home_node_samples": 0}
+        iwq_llc, iwq_node, seconds = [], [], []
+        busy_ms = elapsed_ms = 0.0
+        for r in results.get("runs", []):
+            for st in r["steps"]:
+                if st["bench"] != bench or st["sched"] != s:
+                    continue
+                locs = [c["locality"] for c in st["cases"] if c.get("locality")]
+                if locs:
+                    nm = [x["nr_migrations"] for x in locs if x.get("nr_migrations") is not None]
+                    per_run.append({"moves": sum(x["moves"] for x in locs),
+                                    "cross_llc": sum(x["cross_llc"] for x in locs),
+                                    "cross_node": sum(x["cross_node"] for x in locs),
+                                    "nr_migrations": sum(nm) if nm else None})
+                    for k in pooled:
+                        pooled[k] += sum(x[k] for x in locs)
+                    seconds.append(sum(c["elapsed_s"] or 0 for c in st["cases"]))
+                    for c in st["cases"]:
+                        smp = c.get("sampler") or {}
+                        if smp.get("busy_ms") is not None and c.get("elapsed_s"):
+                            busy_ms += smp["busy_ms"]
+                            elapsed_ms += 1000.0 * c["elapsed_s"]
+                fs = st.get("final_stats") or {}
+                if "idle_while_queued_llc_ms" in fs:
+                    iwq_llc.append(fs["idle_while_queued_llc_ms"])
+                if "idle_while_queued_node_ms" in fs:
+                    iwq_node.append(fs["idle_while_queued_node_ms"])
+        row = {"sched": s, "runs": len(per_run)}
+        for k in ("moves", "cross_llc", "cross_node", "nr_migrations"):
+            row[k] = _mean([p[k] for p in per_run])
+        row["seconds"] = _mean(seconds)
+        row["home_llc"] = 100.0 * pooled["home_llc_samples"] / pooled["samples"] if pooled["samples"] else None
+        row["home_node"] = 100.0 * pooled["home_node_samples"] / pooled["samples"] if pooled["samples"] else None
+        row["sampler_pct"] = 100.0 * busy_ms / elapsed_ms if elapsed_ms else None
+        row["iwq_llc_ms"] = _mean(iwq_llc)
+        row["iwq_node_ms"] = _mean(iwq_node)
+        out.append(row)
+    return out
+
+
+def _n(v, digits=1):
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def locality_table(rows: list[dict]) -> str:
+    lines = ["| scheduler | runs | seconds | cross-LLC moves | cross-node moves | all moves | se.nr_migrations "
+             "| home LLC | home node | idle while queued, LLC / node (ms) | sampler CPU |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        iwq = ("n/a" if r["iwq_llc_ms"] is None and r["iwq_node_ms"] is None
+               else f"{_n(r['iwq_llc_ms'])} / {_n(r['iwq_node_ms'])}")
+        lines.append(f"| {r['sched']} | {r['runs']} | {_n(r['seconds'])} | {_n(r['cross_llc'])} | "
+                     f"{_n(r['cross_node'])} | {_n(r['moves'])} | {_n(r['nr_migrations'], 0)} | "
+                     f"{_n(r['home_llc'])}% | {_n(r['home_node'])}% | {iwq} | "
+                     f"{_n(r.get('sampler_pct'))}% |".replace("n/a%", "n/a"))
+    return "\n".join(lines)
+
+
+def final_stats_table(results: dict, labels: list[str]) -> str | None:
+    """scx_locality's own counters (its final-stats line), per scheduler label, mean over all its steps."""
+    per: dict[str, dict[str, list[float]]] = {}
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            fs = st.get("final_stats")
+            if not fs:
+                continue
+            d = per.setdefault(st["sched"], {})
+            for k, v in fs.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    d.setdefault(k, []).append(float(v))
+    if not per:
+        return None
+    cols = [s for s in labels if s in per]
+    keys = sorted({k for d in per.values() for k in d})
+    lines = ["| counter (mean per step) | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for k in keys:
+        lines.append(f"| {k} | " + " | ".join(_n(_mean(per[s].get(k, [])), 1) for s in cols) + " |")
+    return "\n".join(lines)
+
+
+def residency_section(results: dict, bench: str, labels: list[str]) -> list[str]:
+    nr_nodes = len(results["topology"]["nodes"])
+    out = []
+    for cid, clabel in case_list(results, bench):
+        summary = ["| scheduler | runs | jobs | samples on the job's memory node | samples on the job's main node | "
+                   "mean job s |", "|---|---:|---:|---:|---:|---:|"]
+        tables = []
+        for s in labels:
+            on_mem = tot = on_main = 0
+            nruns, njobs, secs = 0, [], []
+            first = None
+            for r in results.get("runs", []):
+                for st in r["steps"]:
+                    if st["bench"] != bench or st["sched"] != s:
+                        continue
+                    for c in st["cases"]:
+                        if c["case"] != cid or not c.get("residency"):
+                            continue
+                        nruns += 1
+                        njobs.append(len(c["residency"]))
+                        if first is None:
+                            first = (r["run"], c["residency"])
+                        for j in c["residency"]:
+                            t = sum(j["node_samples"])
+                            tot += t
+                            on_main += max(j["node_samples"]) if t else 0
+                            if j.get("mem_node") is not None and j["mem_node"] < nr_nodes:
+                                on_mem += j["node_samples"][j["mem_node"]]
+                            if j.get("elapsed_s") is not None:
+                                secs.append(j["elapsed_s"])
+            if not nruns:
+                continue
+            mem_pct = 100.0 * on_mem / tot if tot else None
+            main_pct = 100.0 * on_main / tot if tot else None
+            summary.append(f"| {s} | {nruns} | {_n(_mean(njobs), 0)} | {_n(mem_pct)}% | {_n(main_pct)}% | "
+                           f"{_n(_mean(secs), 2)} |".replace("n/a%", "n/a"))
+            run_no, rows = first
+            t = [f"{s}, run {run_no}: % of each job's samples per node (* = the node holding most of its memory)",
+                 "", "| job | " + " | ".join(f"node {n}" for n in range(nr_nodes)) + " | run s |",
+                 "|---|" + "---:|" * (nr_nodes + 1)]
+            for j in rows:
+                tot_j = sum(j["node_samples"]) or 1
+                cells = [f"{100.0 * x / tot_j:.0f}{'*' if j.get('mem_node') == n else ''}"
+                         for n, x in enumerate(j["node_samples"])]
+                t.append(f"| {j['id'] if j['id'] is not None else j['pid']} | " + " | ".join(cells) +
+                         f" | {_n(j.get('elapsed_s'), 2)} |")
+            tables.append("\n".join(t))
+        if len(summary) > 2:
+            out += [f"#### {bench} {clabel}: job x node residency", "", "\n".join(summary), ""]
+            for t in tables:
+                out += [t, ""]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The report
+
+
+SIG_RULE = (
+    "A difference is marked significant (`*  x.xx%*` instead of `(  x.xx%)`) by the two-sample t-test that "
+    "mmtests' compare used (Compare.pm `_significanceTest`, until mmtests switched to confidence-interval "
+    "overlap in late 2024): with each side's mean (Hmean for rates, Amean for times), spread (HStddev / Stddev "
+    "as in the table) and number of valid runs n, t = |mean_base - mean_new| / sqrt(sd_base^2/n_base + "
+    "sd_new^2/n_new), df = n_base + n_new - 2, two-sided p = 2 * P(T_df > t) (scipy.stats.t.sf), significant "
+    "when p < 0.10 (mmtests' default level, 90% confidence). When both spreads are 0 the difference is "
+    "significant exactly when the means differ. A side with fewer than 2 valid runs is not tested (no mark).")
+
+METHOD = [
+    "- Means: Hmean for rates (higher is better), Amean for times (lower is better). Stddev is the sample "
+    "standard deviation (n - 1); HStddev is mmtests' spread around a harmonic mean, "
+    "sqrt(sum((1/x - 1/Hmean)^2) * Hmean^4 / n). CoeffVar = 100 * spread / mean.",
+    "- Percentages compare each scheduler with the first one (the baseline column) and are positive when "
+    "better: 100 * new / base - 100 for rates, 100 - 100 * new / base for times.",
+    "- " + SIG_RULE,
+    "- Schedulers are interleaved: one boot per run, every benchmark under every scheduler in turn, the order "
+    "rotated from run to run; so each run's schedulers share that boot's noise.",
+    "- Locality: workloads/locsample runs each case and reads the last CPU (field 39 of "
+    "/proc/<pid>/task/<tid>/stat) of every task of the benchmark every {sample_ms} ms (less often when one "
+    "scan would cost more than {budget_pct}% of a CPU: with hundreds of tasks under TCG a scan takes tens of "
+    "ms), and se.nr_migrations "
+    "from .../sched every {sched_ms} ms (its last value per task; counts every migration, intra-LLC too). A "
+    "*move* is a change of last CPU between two samples of a task (a lower bound of migrations: moves and back "
+    "between samples are missed); cross-LLC / cross-node moves change LLC / node (the LLCs the machine models). "
+    "Counts are summed over a benchmark's cases and averaged over runs. A task's home LLC / node is where it "
+    "was seen most; *home LLC/node* is the share of all samples taken there. The harness' own tasks (sh, "
+    "sleep, ...) are left out. The sampler runs as SCHED_FIFO priority 1 so it keeps its period on saturated "
+    "CPUs; *sampler CPU* is the time it spent sampling, in percent of one CPU over the cases' run time.",
+    "- Idle while queued: sampled time a CPU was idle while a task waited in its LLC / node, from "
+    "scx_locality's `scx_locality-final-stats` line (per step, averaged over runs); n/a for other schedulers.",
+    "- Utilisation heatmaps: per-CPU busy share from /proc/stat every {cpustat_ms} ms, CPUs ordered by node, "
+    "LLC and core.",
+]
+
+
+def write_report(out: Path) -> Path:
+    from . import plots
+
+    out = Path(out)
+    results = load(out)
+    labels = [s["label"] for s in results["scheds"]]
+    status = sched_status(results)
+    failed = {s["label"] for s in status if s["status"] in ("failed", "not run")}
+    smp = {"sample_ms": 100, "sched_ms": 500, "cpustat_ms": 500, "budget_pct": 10, **results.get("sampler", {})}
+    lines = [f"# Bench report: {results['machine']}", "",
+             f"- machine: `{results.get('machine_summary', results['machine'])}`",
+             f"- schedulers: {', '.join(f'`{x}`' for x in labels)} (baseline: `{labels[0]}`)",
+             "- benchmarks: " + ", ".join(f"`{b.get('spec', n)}`" for n, b in results["benchmarks"].items()),
+             f"- runs: {len(results.get('runs', []))} of {results.get('runs_requested')} requested; created "
+             f"{results.get('created')}",
+             f"- command: `{results.get('command', '')}`", "",
+             "## Schedulers", "", "| scheduler | status | reason |", "|---|---|---|"]
+    for s in status:
+        lines.append(f"| `{s['label']}` | {s['status']} | {s['reason'].replace('|', '/') or ''} |")
+    lines.append("")
+    pngs = []
+    for bname, bdef in results["benchmarks"].items():
+        lines += [f"## {bname}", "", bdef.get("description", ""), "",
+                  f"Command: `{bdef['command']}`" + (f"; sweep: " + ", ".join(
+                      f"{k} = {'/'.join(map(str, v))}" for k, v in bdef['sweep'].items()) if bdef['sweep'] else ""),
+                  ""]
+        for fig in bdef["figures"]:
+            table, _findings = figure_table(results, bname, fig, labels, failed)
+            better = "higher is better" if fig["higher_is_better"] else "lower is better"
+            lines += [f"### {bname} {fig['name']} ({fig['unit']}; {better}; "
+                      f"{'Hmean' if fig['mean'] == 'hmean' else 'Amean'})", "", "```", table, "```", ""]
+        fails = []
+        for cid, _lbl in case_list(results, bname):
+            for s in labels:
+                for e in case_failures(results, bname, cid, s):
+                    fails.append(f"- `{s}` {cid}, {e}")
+        if fails:
+            more = [f"- ... and {len(fails) - 40} more"] if len(fails) > 40 else []
+            lines += ["Failed cases:", ""] + fails[:40] + more + [""]
+        lines += [f"### {bname}: locality of the benchmark's tasks", "",
+                  locality_table(locality_rows(results, bname, labels)), ""]
+        if bdef.get("residency_comm"):
+            lines += residency_section(results, bname, labels)
+            p = plots.residency_heatmap(results, out, bname)
+            if p:
+                pngs.append(p)
+                lines += [f"![job x node residency]({p.name})", ""]
+        p = plots.cpu_heatmap(results, out, bname)
+        if p:
+            pngs.append(p)
+            lines += [f"![per-CPU utilisation]({p.name})", ""]
+    fst = final_stats_table(results, labels)
+    if fst:
+        lines += ["## scx_locality's own counters", "",
+                  "From its `scx_locality-final-stats` line at the end of each step (all tasks, not only the "
+                  "benchmark's), mean over steps.", "", fst, ""]
+    lines += ["## Runs", "", "| run | order | boot s | wall s | exit | run folder |", "|---:|---|---:|---:|---:|---|"]
+    for r in results.get("runs", []):
+        lines.append(f"| {r['run']} | {', '.join(r['order'])} | {r.get('boot_s')} | {r.get('wall_s')} | "
+                     f"{r.get('exit')}{' (timed out)' if r.get('timed_out') else ''} | `{r.get('run_dir')}` |")
+        if r.get("error"):
+            lines += ["", "```", r["error"], "```"]
+    lines += ["", "## Method", ""] + [m.format(**smp) for m in METHOD] + [""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def summary_text(out: Path) -> str:
+    """The comparison tables and the scheduler status, for the terminal."""
+    results = load(out)
+    labels = [s["label"] for s in results["scheds"]]
+    status = sched_status(results)
+    failed = {s["label"] for s in status if s["status"] in ("failed", "not run")}
+    parts = []
+    for bname, bdef in results["benchmarks"].items():
+        for fig in bdef["figures"]:
+            table, _ = figure_table(results, bname, fig, labels, failed)
+            better = "higher is better" if fig["higher_is_better"] else "lower is better"
+            parts += [f"== {bname} {fig['name']} ({fig['unit']}; {better})", table, ""]
+    for s in status:
+        if s["status"] != "ok":
+            parts.append(f"{s['label']}: {s['status']}: {s['reason']}")
+    return "\n".join(parts)

@@ -1,0 +1,376 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""bin/lab bench without a guest: benchmark files, sweeps, the guest command, sampler parsing, locality
+counters, the collection of a fake run's files, and exit codes."""
+import json
+import shlex
+import subprocess
+
+import pytest
+
+from lab import bench, machines, paths, run
+
+LAB = str(paths.REPO / "bin" / "lab")
+
+
+def write_bench(tmp_path, text, name="tb"):
+    p = tmp_path / f"{name}.toml"
+    p.write_text(text)
+    return p
+
+
+TB = """
+command = "prog {mode} -n {n} -x {x}"
+est_seconds = "n * 2 + 1"
+timeout_s = 30
+[params]
+x = 7
+[sweep]
+mode = ["a", "b"]
+n = [1, 3]
+[choices]
+mode = { a = "--alpha", b = "" }
+[[figure]]
+name = "t"
+regex = 'time: ([0-9.]+)'
+unit = "s"
+higher_is_better = false
+mean = "amean"
+"""
+
+
+def test_every_shipped_benchmark_loads():
+    names = bench.known_benchmarks()
+    for must in ("hackbench", "netperf-stream", "netperf-rr", "wakelat", "memkern", "jbb2", "numa-residency"):
+        assert must in names
+    assert "ablation" not in names
+    for n in names:
+        b = bench.load_benchmark(n)
+        assert b.cases() and b.figures
+        for c in b.cases():
+            assert "{" not in c.command.replace("${", "")  # every placeholder filled
+            assert c.est_s > 0
+
+
+def test_sweep_choices_and_estimates(tmp_path):
+    b = bench.load_benchmark("tb", write_bench(tmp_path, TB))
+    cases = b.cases()
+    assert [c.label for c in cases] == ["a-1", "a-3", "b-1", "b-3"]
+    assert cases[0].id == "tb-a-1"
+    assert cases[0].command == "prog --alpha -n 1 -x 7"
+    assert cases[3].command == "prog  -n 3 -x 7"
+    assert [c.est_s for c in cases] == [3.0, 7.0, 3.0, 7.0]
+
+
+def test_overrides(tmp_path):
+    p = write_bench(tmp_path, TB)
+    b = bench.load_benchmark("tb:mode=b:n=5/6:x=9", p)
+    assert [c.command for c in b.cases()] == ["prog  -n 5 -x 9", "prog  -n 6 -x 9"]
+    assert b.spec == "tb:mode=b:n=5/6:x=9"
+    b = bench.load_benchmark("tb:x=1/2", p)  # several values turn a parameter into a sweep axis
+    assert len(b.cases()) == 8
+    with pytest.raises(bench.BenchError, match="no parameter or sweep axis 'y'"):
+        bench.load_benchmark("tb:y=1", p)
+    with pytest.raises(bench.BenchError, match="not one of"):
+        bench.load_benchmark("tb:mode=c", p)
+    with pytest.raises(bench.BenchError, match="KEY=VALUE"):
+        bench.load_benchmark("tb:mode", p)
+    with pytest.raises(bench.BenchError, match="unknown benchmark 'nonesuch'"):
+        bench.load_benchmark("nonesuch")
+
+
+@pytest.mark.parametrize("change, message", [
+    (("command = \"prog {mode} -n {n} -x {x}\"", "command = \"prog {zz}\""), "{zz}"),
+    (("mean = \"amean\"", "mean = \"median\""), "field 'mean'"),
+    (("regex = 'time: ([0-9.]+)'", "regex = 'time: [0-9.]+'"), "capture group"),
+    (("est_seconds = \"n * 2 + 1\"", "est_seconds = \"mode * 2\""), "est_seconds"),
+    (("est_seconds = \"n * 2 + 1\"", "est_seconds = \"__import__('os')\""), "est_seconds"),
+    (("a = \"--alpha\", b = \"\" }", "a = \"--alpha\" }"), "choices.mode"),
+])
+def test_malformed_benchmark_names_the_field(tmp_path, change, message):
+    p = write_bench(tmp_path, TB.replace(*change))
+    with pytest.raises(bench.BenchError, match=message.replace("{", r"\{").replace("}", r"\}")):
+        bench.load_benchmark("tb", p)
+
+
+def test_figure_parse_aggregates():
+    text = "jbb_ops_per_s: 100.0\nother\njbb_ops_per_s: 300\n"
+    mk = lambda agg: bench.Figure("f", r"jbb_ops_per_s:\s*([0-9.]+)", "", True, "hmean", agg)  # noqa: E731
+    assert mk("first").parse(text) == 100.0
+    assert mk("last").parse(text) == 300.0
+    assert mk("sum").parse(text) == 400.0
+    assert mk("mean").parse(text) == 200.0
+    assert mk("min").parse(text) == 100.0 and mk("max").parse(text) == 300.0
+    assert mk("sum").parse("nothing") is None
+
+
+def test_netperf_and_hackbench_regexes_match_real_output():
+    hb = bench.load_benchmark("hackbench").figures[0]
+    assert hb.parse("Running in process mode with 4 groups\nTime: 15.366\n") == 15.366
+    st = bench.load_benchmark("netperf-stream").figures[0]
+    assert st.parse("153.39,10^6bits/s\n") == 153.39
+    rr = bench.load_benchmark("netperf-rr").figures[0]
+    assert rr.parse("54879.14,Trans/s\n") == 54879.14
+    assert rr.parse("153.39,10^6bits/s\n") is None
+
+
+def test_sched_list_and_ablation():
+    specs = bench.parse_sched_list("eevdf,scx_locality:--slice-us 3000", ablate=True)
+    labels = [s.label for s in specs]
+    assert labels[:2] == ["eevdf", "scx_locality:--slice-us 3000"]
+    mechs = bench.ablation_mechanisms()
+    assert {m["off"] for m in mechs} >= {"--no-steal", "--no-idle-core"}
+    for m in mechs:
+        assert f"scx_locality:--slice-us 3000 {m['off']}" in labels
+    assert len(labels) == 2 + len(mechs)
+    assert [s.label for s in bench.parse_sched_list("eevdf", ablate=True)][1] == "scx_locality"
+    with pytest.raises(bench.BenchError, match="twice"):
+        bench.parse_sched_list("eevdf,eevdf", ablate=False)
+    with pytest.raises(run.UsageError):
+        bench.parse_sched_list("eevdf,scx_nonesuch", ablate=False)
+
+
+def test_plan_rotates_scheduler_order_per_run(tmp_path):
+    b1 = bench.load_benchmark("tb", write_bench(tmp_path, TB))
+    b2 = bench.load_benchmark("wakelat")
+    s = [run.parse_sched(x) for x in ("eevdf", "scx_locality", "scx_rusty")]
+    p0 = [(b.name, x.label) for b, x in bench.plan_run([b1, b2], s, 0)]
+    p1 = [(b.name, x.label) for b, x in bench.plan_run([b1, b2], s, 1)]
+    assert p0[:3] == [("tb", "eevdf"), ("tb", "scx_locality"), ("tb", "scx_rusty")]
+    assert p1[:3] == [("tb", "scx_locality"), ("tb", "scx_rusty"), ("tb", "eevdf")]
+    assert p1[3:] == [("wakelat", "scx_locality"), ("wakelat", "scx_rusty"), ("wakelat", "eevdf")]
+    assert bench.plan_run([b1], s, 3) == bench.plan_run([b1], s, 0)
+
+
+def test_step_command_runs_every_case_under_the_sampler(tmp_path):
+    b = bench.load_benchmark("tb", write_bench(tmp_path, TB))
+    cmd = bench.step_command(b.cases(), 2, "run=1 bench=tb sched=eevdf")
+    assert cmd.startswith(". /lab/lib.sh")
+    assert cmd.count("locsample ") == 4
+    assert "-t 30 -o /tmp/lb/s2c0 -- /bin/sh -c 'prog --alpha -n 1 -x 7'" in cmd
+    for kind in ("out", "tasks", "cpu"):
+        assert f"lab_put_file s2c3.{kind} /tmp/lb/s2c3.{kind}" in cmd
+    # The lab quotes the step command once more for the guest's /bin/sh -c: it must survive that.
+    assert shlex.split(shlex.quote(cmd)) == [cmd]
+    r = subprocess.run(["sh", "-n", "-c", cmd])
+    assert r.returncode == 0
+
+
+TASKS = """# locsample 1 interval_ms=100
+end 2500 0
+ticks 25 40
+task 100 100 sh 0 2400 0 0:25:0
+task 101 101 hackbench 0 2400 5 0:10:10,1:5:5,4:5:5,0:5:5
+task 101 102 hackbench 100 2400 -1 2:24:20
+task 103 103 numajob 0 2400 2 5:20:20,1:5:5
+"""
+
+TOPO = bench.Topo(nodes=[[0, 1, 2, 3], [4, 5, 6, 7]], llcs=[[0, 1], [2, 3], [4, 5], [6, 7]],
+                  cores=[[c] for c in range(8)])
+
+
+def test_parse_tasks():
+    meta, tasks = bench.parse_tasks(TASKS)
+    assert meta == {"elapsed_ms": 2500, "rc": 0, "timeout": False, "ticks": 25, "busy_ms": 40}
+    assert len(tasks) == 4
+    t = tasks[1]
+    assert (t.tgid, t.tid, t.comm, t.nr_migrations) == (101, 101, "hackbench", 5)
+    assert t.runs == [(0, 10, 10), (1, 5, 5), (4, 5, 5), (0, 5, 5)]
+    assert tasks[2].nr_migrations is None
+    meta, _ = bench.parse_tasks("end 10 124 timeout\n")
+    assert meta["timeout"] and meta["rc"] == 124
+
+
+def test_locality_counts_moves_by_level():
+    _, tasks = bench.parse_tasks(TASKS)
+    loc = bench.locality(bench.select_tasks(tasks), TOPO)
+    # sh is the harness's; task 101: 0->1 (same LLC), 1->4 (LLC and node), 4->0 (LLC and node);
+    # task 102: no move; task 103: 5->1 (LLC and node).
+    assert loc["tasks"] == 3
+    assert (loc["moves"], loc["cross_llc"], loc["cross_node"]) == (4, 3, 3)
+    assert loc["nr_migrations"] == 7  # 5 + 2; the task without a sched file is left out
+    assert loc["samples"] == 25 + 24 + 25
+    # homes: 101 node 0 (20 of 25), LLC 0 (20); 102 all 24; 103 node 1 (20), LLC 2 (20)
+    assert loc["home_node_samples"] == 20 + 24 + 20
+    assert loc["home_llc_samples"] == 20 + 24 + 20
+    only = bench.locality(bench.select_tasks(tasks, ["numajob"]), TOPO)
+    assert only["tasks"] == 1 and only["cross_node"] == 1
+
+
+def test_residency_rows_with_memory_node():
+    _, tasks = bench.parse_tasks(TASKS + "task 104 104 numajob 0 2400 0 1:25:25\n")
+    out = ("numajob id=1 pid=104 sum=3 mem_pages=0:16384 elapsed_s=2.000\n"
+           "numajob id=0 pid=103 sum=1 mem_pages=0:100,1:16284 elapsed_s=3.500\n")
+    rows = bench.residency(tasks, TOPO, "numajob", out)
+    assert [r["id"] for r in rows] == [0, 1]
+    assert rows[0]["node_samples"] == [5, 20] and rows[0]["mem_node"] == 1 and rows[0]["elapsed_s"] == 3.5
+    assert rows[1]["node_samples"] == [25, 0] and rows[1]["mem_node"] == 0
+
+
+def test_topology_order_of_a_machine():
+    t = bench.Topo.of(machines.load("haswell2s"))
+    order = t.cpu_order()
+    node = t.node_of()
+    assert sorted(order) == list(range(16))
+    assert [node[c] for c in order] == sorted(node[c] for c in order)
+
+
+def test_final_stats_line():
+    log = ("starting\nscx_locality-final-stats: {\"migr_cross_llc\": 4, \"idle_while_queued_llc_ms\": 1.5}\n")
+    assert bench.parse_final_stats(log) == {"migr_cross_llc": 4, "idle_while_queued_llc_ms": 1.5}
+    assert bench.parse_final_stats("no stats here\n") is None
+    assert bench.parse_final_stats("scx_locality-final-stats: {broken\n") is None
+
+
+def fake_result(tmp_path, files, steps):
+    rd = tmp_path / "rundir"
+    rd.mkdir(exist_ok=True)
+    r = run.RunResult(machine="numa2", run_dir=str(rd), kernel_log=str(rd / "kernel.log"), completed=True,
+                      topology_ok=True, steps=steps)
+    for name, text in files.items():
+        (rd / name).write_text(text)
+        r.files[name] = str(rd / name)
+    return r
+
+
+def test_collect_step_parses_figures_locality_and_failures(tmp_path):
+    b = bench.load_benchmark("tb:mode=a", write_bench(tmp_path, TB))
+    out = tmp_path / "out"
+    raw = out / "raw" / "run1"
+    raw.mkdir(parents=True)
+    files = {"s0c0.out": "time: 1.25\nlab-bench-rc: 0\n", "s0c0.tasks": TASKS, "s0c0.cpu": "0 cpu0 1 0 1 8 0 0 0 0\n",
+             "s0c1.out": "boom\nlab-bench-rc: 2\n", "s0c1.tasks": "end 10 2\n"}
+    res = fake_result(tmp_path, files, [run.StepResult(sched="eevdf", cmd_exit=0, cmd_seconds=3.0)])
+    st = bench.collect_step(res, 0, b, run.parse_sched("eevdf"), TOPO, out, raw)
+    assert st["started"] and st["sched"] == "eevdf"
+    ok, bad = st["cases"]
+    assert ok["status"] == "ok" and ok["figures"] == {"t": 1.25} and ok["elapsed_s"] == 2.5
+    assert ok["locality"]["cross_node"] == 3
+    assert ok["sampler"] == {"ticks": 25, "busy_ms": 40}
+    assert (out / ok["files"]["tasks"]).exists()
+    assert bad["status"] == "failed" and bad["figures"] == {"t": None}
+    assert "exit status 2" in bad["error"] and "boom" in bad["error"]
+
+
+def test_collect_step_of_a_scheduler_that_did_not_start(tmp_path):
+    b = bench.load_benchmark("tb:mode=a:n=1", write_bench(tmp_path, TB))
+    out = tmp_path / "out"
+    raw = out / "raw" / "run1"
+    raw.mkdir(parents=True)
+    res = fake_result(tmp_path, {"sched-0.log": "libbpf: failed to load\nError: Invalid argument\n"},
+                      [run.StepResult(sched="scx_locality", sched_start_error="exited 1")])
+    res.steps[0].sched_log = res.files["sched-0.log"]
+    st = bench.collect_step(res, 0, b, run.parse_sched("scx_locality"), TOPO, out, raw)
+    assert not st["started"]
+    assert st["start_error"].startswith("exited 1: ") and "Invalid argument" in st["start_error"]
+    (c,) = st["cases"]
+    assert c["status"] == "not-run" and "did not start" in c["error"]
+
+
+def test_exit_code():
+    ok_case = {"status": "ok"}
+    base = {"scheds": [{"label": "eevdf"}], "runs": [
+        {"topology_ok": True, "timed_out": False, "completed": True,
+         "steps": [{"start_error": None, "ejected": False, "cases": [ok_case]}]}]}
+    assert bench.exit_code(base) == 0
+    bad = json.loads(json.dumps(base))
+    bad["runs"][0]["steps"][0]["cases"][0]["status"] = "failed"
+    assert bench.exit_code(bad) == run.EXIT_CMD_FAILED
+    bad["runs"][0]["steps"][0]["start_error"] = "exited 1"
+    assert bench.exit_code(bad) == run.EXIT_SCHED
+    bad["runs"][0]["timed_out"] = True
+    assert bench.exit_code(bad) == run.EXIT_TIMEOUT
+    prep = json.loads(json.dumps(base))
+    prep["scheds"].append({"label": "scx_rusty", "prepare_error": "cargo install failed"})
+    assert bench.exit_code(prep) == run.EXIT_SCHED
+
+
+def test_progress_eta_scales_with_observed_pace():
+    p = bench.Progress(total_est=100)
+    assert p.eta() == pytest.approx(100)
+    p.t0 -= 20  # 20 s went by for 10 estimated seconds: twice as slow as estimated
+    p.advance(10)
+    assert p.eta() == pytest.approx(180, rel=0.05)
+
+
+def test_console_watcher_keeps_only_markers():
+    seen = []
+    w = bench.ConsoleWatcher(bench.Progress(10), seen.append)
+    w.write("kernel noise\nlab-bench: case-begin 0 1\nlab-bench: case-")
+    w.write("end 0 1\npartial")
+    assert seen == [["case-begin", "0", "1"], ["case-end", "0", "1"]]
+
+
+def test_cli_usage_errors():
+    r = subprocess.run([LAB, "bench", "--bench", "nonesuch", "--runs", "1"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown benchmark 'nonesuch'" in r.stderr and "hackbench" in r.stderr
+    r = subprocess.run([LAB, "bench", "--sched", "eevdf,scx_nonesuch", "--bench", "wakelat"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "unknown scheduler" in r.stderr
+    r = subprocess.run([LAB, "bench", "--bench", "wakelat", "--runs", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--runs" in r.stderr
+    r = subprocess.run([LAB, "bench", "--list"], capture_output=True, text=True)
+    assert r.returncode == 0 and "numa-residency" in r.stdout
+    r = subprocess.run([LAB, "peers", "scx_nonesuch"], capture_output=True, text=True)
+    assert r.returncode == 2 and "scx_rusty" in r.stderr
+
+
+CARGO_LOG = """   Compiling bitvec v1.1.1
+error: failed to run custom build command for `scx_utils v1.1.4`
+Caused by:
+  process didn't exit successfully: `/tmp/x/build-script-build` (exit status: 101)
+  --- stderr
+  thread 'main' (1321) panicked at /root/.cargo/registry/src/scx_utils-1.1.4/build.rs:15:34:
+  called `Result::unwrap()` on an `Err` value: Failed to run "clang --version"
+warning: build failed, waiting for other jobs to finish...
+error: failed to compile `scx_rusty v1.1.4`, intermediate artifacts can be found at `/tmp/cargo-installX`.
+"""
+
+
+def test_peer_failure_reason_names_the_cause():
+    from lab import peers
+
+    s = peers.error_summary(CARGO_LOG)
+    assert s.startswith("error: failed to run custom build command for `scx_utils v1.1.4`")
+    assert 'Failed to run "clang --version"' in s
+    assert "intermediate artifacts" not in s
+    assert peers.error_summary("just\nsome\nlines\n", limit=2) == "some | lines"
+
+
+def test_peer_clang_choice(monkeypatch):
+    from lab import peers
+
+    monkeypatch.delenv("BPF_CLANG", raising=False)
+    monkeypatch.setattr(peers.shutil, "which", lambda n: "/usr/bin/clang-19" if n == "clang-19" else None)
+    assert peers.clang_for_bpf() == "/usr/bin/clang-19"
+    monkeypatch.setenv("BPF_CLANG", "/opt/clang")
+    assert peers.clang_for_bpf() is None  # the user's choice wins
+    monkeypatch.delenv("BPF_CLANG")
+    monkeypatch.setattr(peers.shutil, "which", lambda n: "/usr/bin/clang" if n == "clang" else None)
+    assert peers.clang_for_bpf() is None
+
+
+def test_peer_status_and_unknown_peer(monkeypatch, tmp_path):
+    from lab import peers
+
+    monkeypatch.setenv("LOCALITY_CACHE", str(tmp_path))
+    assert peers.status("scx_rusty")[0] == "missing"
+    (tmp_path / "peers" / "logs").mkdir(parents=True)
+    (tmp_path / "peers" / "logs" / "scx_rusty.failed").write_text("cargo install failed: no clang\n")
+    assert peers.status("scx_rusty") == ("failed", "cargo install failed: no clang")
+    (tmp_path / "peers" / "bin").mkdir()
+    (tmp_path / "peers" / "bin" / "scx_rusty").write_text("")
+    assert peers.status("scx_rusty")[0] == "built"
+    ok, why = peers.build("scx_locality")
+    assert not ok and "no crate" in why
+
+
+def test_peer_ops_name_carries_the_version_suffix(monkeypatch):
+    from lab import peers
+
+    monkeypatch.setattr(peers, "host_triple", lambda: "x86_64-unknown-linux-gnu")
+    # seen in the guest: /sys/kernel/sched_ext/root/ops of a crates.io scx_rusty 1.1.4
+    assert peers.ops_name("scx_rusty") == "rusty_1.1.4_x86_64_unknown_linux_gnu"
+    assert peers.ops_name("scx_locality") is None and peers.ops_name("eevdf") is None
+    specs = {s.name: s for s in bench.parse_sched_list("eevdf,scx_locality,scx_bpfland", ablate=False)}
+    assert specs["scx_bpfland"].ops == "bpfland_1.1.4_x86_64_unknown_linux_gnu"
+    assert specs["scx_locality"].ops == "locality"

@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""lab/report.py and lab/plots.py on a hand-made results.json: the mmtests-style numbers, the significance
+marks, failed schedulers with their reasons, locality and residency tables, and the PNGs."""
+import json
+
+import pytest
+
+from lab import plots, report
+
+TOPO = {"nodes": [[0, 1], [2, 3]], "llcs": [[0, 1], [2, 3]], "cores": [[0], [1], [2], [3]]}
+
+
+def cpu_file(busy_share):
+    """Two /proc/stat samples 100 ticks apart per CPU, busy_share[cpu] of them busy."""
+    lines = []
+    for ms, k in ((0, 0), (500, 1)):
+        for cpu, b in enumerate(busy_share):
+            busy = int(100 * b) * k
+            idle = (100 - int(100 * b)) * k
+            lines.append(f"{ms} cpu{cpu} {busy} 0 0 {idle} 0 0 0 0 0 0")
+    return "\n".join(lines) + "\n"
+
+
+def case(cid, label, figs, status="ok", loc=None, resid=None, files=None, error=None):
+    return {"case": cid, "label": label, "params": {}, "status": status, "rc": 0 if status == "ok" else 1,
+            "error": error, "elapsed_s": 2.0, "figures": figs, "locality": loc, "residency": resid,
+            "files": files or {}, "sampler": {"ticks": 20, "busy_ms": 100}}  # 100 ms of 2 s: 5%
+
+
+def loc(cross_llc, cross_node, home, samples=100):
+    return {"tasks": 4, "samples": samples, "moves": cross_llc + 1, "cross_llc": cross_llc,
+            "cross_node": cross_node, "nr_migrations": 10, "home_llc_samples": home, "home_node_samples": home}
+
+
+@pytest.fixture
+def out(tmp_path):
+    """Two runs of eevdf (baseline) and scx_locality; scx_rusty failed to build; scx_bad never started."""
+    raw = tmp_path / "raw" / "run1"
+    raw.mkdir(parents=True)
+    (raw / "s0c0.cpu").write_text(cpu_file([1.0, 0.5, 0.0, 0.25]))
+    (raw / "s1c0.cpu").write_text(cpu_file([0.0, 0.0, 1.0, 1.0]))
+    # time figure t: case A eevdf [15, 17], locality [10, 12] -> 31.25% better, p = 0.0715: significant
+    #                case B eevdf [10, 12], locality [14, 16] -> -36.36%, p = 0.1056: not significant
+    # rate figure r: case A eevdf [1, 2, 4]... only two runs here: eevdf [100, 100], locality [110, 110]
+    vals = {  # (sched, run) -> {case: (t, r)}
+        ("eevdf", 1): {"A": (15, 100), "B": (10, 50)}, ("eevdf", 2): {"A": (17, 100), "B": (12, 50)},
+        ("scx_locality", 1): {"A": (10, 110), "B": (14, 40)}, ("scx_locality", 2): {"A": (12, 110), "B": (16, 60)},
+    }
+    runs = []
+    for r in (1, 2):
+        steps = []
+        for i, s in enumerate(("eevdf", "scx_locality")):
+            v = vals[(s, r)]
+            resid = [{"pid": 10, "id": 0, "node_samples": [9, 1], "mem_node": 0, "elapsed_s": 2.0},
+                     {"pid": 11, "id": 1, "node_samples": [5, 5], "mem_node": 1, "elapsed_s": 3.0}]
+            steps.append({
+                "step": i, "bench": "tb", "sched": s, "started": True, "start_error": None, "start_s": 1.0,
+                "ejected": False, "exit_kind": None, "exit_reason": None, "cmd_seconds": 5.0,
+                "final_stats": ({"idle_while_queued_llc_ms": 4.0 * r, "idle_while_queued_node_ms": 2.0,
+                                 "migr_cross_llc": 7} if s == "scx_locality" else None),
+                "sched_log": None,
+                "cases": [case("tb-A", "A", {"t": v["A"][0], "r": v["A"][1]}, loc=loc(2 * r, r, 80), resid=resid,
+                               files={"cpu": f"raw/run1/s{i}c0.cpu"} if r == 1 else {}),
+                          case("tb-B", "B", {"t": v["B"][0], "r": v["B"][1]}, loc=loc(0, 0, 100))]})
+        steps.append({"step": 2, "bench": "tb", "sched": "scx_bad", "started": False,
+                      "start_error": "exited 1: libbpf: failed to load", "ejected": False, "exit_kind": None,
+                      "exit_reason": None, "cmd_seconds": None, "final_stats": None, "sched_log": None,
+                      "cases": [case("tb-A", "A", {"t": None, "r": None}, status="not-run", error="did not start"),
+                                case("tb-B", "B", {"t": None, "r": None}, status="not-run", error="did not start")]})
+        runs.append({"run": r, "run_dir": f"/x/run{r}", "order": ["eevdf", "scx_locality", "scx_bad"],
+                     "boot_s": 5.0, "wall_s": 60.0, "timed_out": False, "completed": True, "topology_ok": True,
+                     "exit": 5, "steps": steps})
+    results = {
+        "version": 1, "created": "now", "command": "bin/lab bench ...", "machine": "tiny", "machine_summary": "tiny",
+        "nr_cpus": 4, "topology": TOPO, "runs_requested": 2,
+        "scheds": [{"label": "eevdf", "name": "eevdf", "args": [], "prepare_error": None},
+                   {"label": "scx_locality", "name": "scx_locality", "args": [], "prepare_error": None},
+                   {"label": "scx_rusty", "name": "scx_rusty", "args": [],
+                    "prepare_error": "cargo install scx_rusty 1.1.4 failed (exit 101): error: linker not found"},
+                   {"label": "scx_bad", "name": "scx_bad", "args": [], "prepare_error": None}],
+        "benchmarks": {"tb": {"name": "tb", "spec": "tb", "description": "test bench", "command": "tb {x}",
+                              "params": {}, "sweep": {"x": ["A", "B"]}, "choices": {}, "residency_comm": "numajob",
+                              "sample_comm": [],
+                              "figures": [{"name": "t", "regex": "", "unit": "s", "higher_is_better": False,
+                                           "mean": "amean", "aggregate": "first"},
+                                          {"name": "r", "regex": "", "unit": "ops/s", "higher_is_better": True,
+                                           "mean": "hmean", "aggregate": "first"}]}},
+        "sampler": {"sample_ms": 100, "sched_ms": 500, "cpustat_ms": 500},
+        "runs": runs,
+    }
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    return tmp_path
+
+
+def table_lines(text, first_word, case_label):
+    return [ln for ln in text.splitlines() if ln.split()[:2] == [first_word, case_label]]
+
+
+def test_figure_table_numbers_and_significance(out):
+    res = report.load(out)
+    labels = [s["label"] for s in res["scheds"]]
+    fig_t, fig_r = res["benchmarks"]["tb"]["figures"]
+    text, findings = report.figure_table(res, "tb", fig_t, labels, {"scx_rusty", "scx_bad"})
+    (a,) = table_lines(text, "Amean", "A")
+    # eevdf 16.00, baseline; locality 11.00: 100 - 100 * 11 / 16 = 31.25% better, significant (p 0.0715)
+    assert "16.00 (   0.00%)" in a and "11.00 *  31.25%*" in a
+    assert a.count("failed") == 2
+    (b,) = table_lines(text, "Amean", "B")
+    # 11 vs 15: 100 - 100 * 15 / 11 = -36.36%, p 0.1056: not significant
+    assert "15.00 ( -36.36%)" in b
+    (sd,) = table_lines(text, "Stddev", "A")
+    assert sd.split()[2:4] == ["1.41", "1.41"]  # sqrt(2)
+    (cv,) = table_lines(text, "CoeffVar", "A")
+    assert "8.84%" in cv and "12.86%" in cv  # 100 * sqrt(2) / 16, 100 * sqrt(2) / 11
+    (n,) = table_lines(text, "Runs", "A")
+    assert n.split()[2:4] == ["2", "2"]
+    sig = {(cid, s): f.significant for cid, s, _p, f in findings}
+    assert sig == {("tb-A", "scx_locality"): True, ("tb-B", "scx_locality"): False}
+    text, _ = report.figure_table(res, "tb", fig_r, labels, {"scx_rusty", "scx_bad"})
+    (a,) = table_lines(text, "Hmean", "A")
+    assert "100.00 (   0.00%)" in a and "110.00 *  10.00%*" in a  # zero spread, means differ: significant
+    (b,) = table_lines(text, "Hmean", "B")
+    # locality [40, 60]: Hmean 2 / (1/40 + 1/60) = 48, vs 50: 100 * 48 / 50 - 100 = -4%
+    assert "48.00 (  -4.00%)" in b
+
+
+def test_sched_status_reasons(out):
+    st = {s["label"]: s for s in report.sched_status(report.load(out))}
+    assert st["eevdf"]["status"] == "ok" and st["scx_locality"]["status"] == "ok"
+    assert st["scx_rusty"]["status"] == "failed" and "linker not found" in st["scx_rusty"]["reason"]
+    assert st["scx_bad"]["status"] == "failed"
+    assert "did not start in 2 of 2 steps" in st["scx_bad"]["reason"] and "libbpf" in st["scx_bad"]["reason"]
+
+
+def test_locality_rows(out):
+    res = report.load(out)
+    rows = {r["sched"]: r for r in report.locality_rows(res, "tb", ["eevdf", "scx_locality", "scx_bad"])}
+    e = rows["eevdf"]
+    # per run: cross_llc 2r + 0, cross_node r + 0 -> runs 1, 2: means 3 and 1.5; all moves (2r+1)+(0+1) -> 5
+    assert (e["cross_llc"], e["cross_node"], e["moves"]) == (3.0, 1.5, 5.0)
+    assert e["home_node"] == pytest.approx(90.0)  # (80 + 100) * 2 / 400
+    assert e["iwq_llc_ms"] is None
+    assert rows["scx_locality"]["iwq_llc_ms"] == 6.0 and rows["scx_locality"]["iwq_node_ms"] == 2.0
+    assert rows["scx_bad"]["runs"] == 0 and rows["scx_bad"]["cross_llc"] is None
+
+
+def test_write_report_and_pngs(out):
+    path = report.write_report(out)
+    text = path.read_text()
+    assert "| `scx_rusty` | failed | cargo install scx_rusty 1.1.4 failed" in text
+    assert "did not start in 2 of 2 steps" in text
+    assert "### tb t (s; lower is better; Amean)" in text and "### tb r (ops/s; higher is better; Hmean)" in text
+    assert "p < 0.10" in text and "df = n_base + n_new - 2" in text  # the significance rule is stated
+    assert "| eevdf | 2 | 4.0 | 3.0 | 1.5 | 5.0 | 20 | 90.0% | 90.0% | n/a | 5.0% |" in text
+    assert "6.0 / 2.0" in text  # idle while queued of scx_locality
+    assert "| 0 | 90* | 10 | 2.00 |" in text  # residency row, memory node marked
+    assert "| migr_cross_llc | 7.0 |" in text
+    for png in ("cpu-util-tb.png", "residency-tb.png"):
+        assert (out / png).exists() and (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({png})" in text
+    summary = report.summary_text(out)
+    assert "== tb t (s; lower is better)" in summary and "scx_rusty: failed" in summary
+
+
+def test_cpu_utilisation_matrix():
+    samples = plots.parse_cpustat(cpu_file([1.0, 0.5, 0.0, 0.25]))
+    mat = plots.utilisation(samples, [3, 2, 1, 0])
+    assert mat.shape == (4, 1)
+    assert list(mat[:, 0]) == [25.0, 0.0, 50.0, 100.0]
+    assert plots.parse_cpustat("garbage\n0 cpu 1 2 3 4\n") == {}
