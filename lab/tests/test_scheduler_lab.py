@@ -27,8 +27,8 @@ def test_soak_fast_numa2():
 
 
 def test_steal_switch_on_haswell2s():
-    """With stealing the pull side moves work (SMT sibling or LLC first, never across nodes by default);
-    with --no-steal it moves none. Both detach cleanly after hackbench."""
+    """With stealing the pull side moves work (SMT sibling or LLC first; across nodes only within the budget
+    the NUMA balance pass granted); with --no-steal it moves none. Both detach cleanly after hackbench."""
     m = machines.load("haswell2s")
     steps = [run.Step(run.parse_sched("scx_locality"), "hackbench -p -g 2 -l 300"),
              run.Step(run.parse_sched("scx_locality:--no-steal"), "hackbench -p -g 2 -l 300")]
@@ -36,7 +36,7 @@ def test_steal_switch_on_haswell2s():
     assert res.exit_code() == run.EXIT_OK, res
     on, off = (final_stats(s.sched_log) for s in res.steps)
     assert on["steal_smt"] + on["steal_llc"] > 0
-    assert on["steal_remote"] == 0
+    assert on["steal_remote"] <= on["numa_budget"]
     assert off["steal_smt"] + off["steal_llc"] + off["steal_node"] + off["steal_remote"] == 0
     for st in res.steps:
         assert st.sched_exit_kind == "unregistered from user space"
