@@ -217,7 +217,7 @@ def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) ->
     step_results = [StepResult(sched=s.sched.label) for s in steps]
     cur_file, buf = None, []
     cur_step = None
-    booted_at = None
+    cmd_began: dict[int, float] = {}  # step -> guest uptime when its command started
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if cur_file is not None:
@@ -236,8 +236,7 @@ def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) ->
             continue
         tag, rest = words[0], words[1:]
         if tag == "booted":
-            booted_at = float(rest[0])
-            result.boot_s = booted_at
+            result.boot_s = float(rest[0])
         elif tag == "topo":
             result.topology_actual.append(" ".join(rest))
         elif tag == "topology":
@@ -251,12 +250,11 @@ def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) ->
             else:
                 cur_step.sched_start_error = " ".join(rest[1:])
         elif tag == "cmd-begin" and cur_step is not None:
-            cur_step._t0 = float(rest[1])  # type: ignore[attr-defined]
+            cmd_began[int(rest[0])] = float(rest[1])
         elif tag == "cmd-end" and cur_step is not None:
             cur_step.cmd_exit = int(rest[1])
-            t0 = getattr(cur_step, "_t0", None)
-            if t0 is not None:
-                cur_step.cmd_seconds = round(float(rest[2]) - t0, 3)
+            if int(rest[0]) in cmd_began:
+                cur_step.cmd_seconds = round(float(rest[2]) - cmd_began[int(rest[0])], 3)
         elif tag == "sched-stop" and cur_step is not None:
             kv = dict(w.split("=", 1) for w in rest if "=" in w)
             cur_step.sched_exit_code = int(kv.get("rc", "-1"))
@@ -266,8 +264,6 @@ def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) ->
         elif tag == "done":
             result.completed = True
     for i, sr in enumerate(step_results):
-        if hasattr(sr, "_t0"):
-            del sr._t0  # type: ignore[attr-defined]
         if f"sched-{i}.log" in result.files:
             sr.sched_log = result.files[f"sched-{i}.log"]
     # Match the kernel's disable lines to the steps that started a sched_ext scheduler, in order.

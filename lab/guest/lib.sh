@@ -59,7 +59,6 @@ lab_sched_start() {
             wait $LAB_SCHED_PID; rc=$?
             lab_rec "sched-start fail exited $rc"
             cat /tmp/sched.log
-            lab_put_file sched.log /tmp/sched.log
             return 1
         fi
         sleep 0.1
@@ -85,7 +84,7 @@ lab_sched_stop() {
     i=0
     while [ "$(lab_sched_state)" != disabled ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
     lab_rec "sched-stop rc=$rc alive_at_stop=$alive state=$(lab_sched_state)"
-    lab_put_file sched.log /tmp/sched.log
+    # The job sends the log once, as sched-<step>.log (lab/run.py job_script).
     LAB_SCHED_PID=
 }
 
