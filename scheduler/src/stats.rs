@@ -22,7 +22,9 @@
 //!   than the last time.
 //! - idle_while_queued_llc_ms / _node_ms: sampled CPU-time during which a
 //!   CPU was idle while a task waited in the same LLC / node; iwq_samples:
-//!   how many samples were taken.
+//!   how many samples were taken; rescue_kicks: idle CPUs with a queued
+//!   DSQ found (and woken) by that sampling timer -- a missed wake-up; it
+//!   should stay near 0.
 //! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev.
 //! - xnode_*: cross-node moves by cause (push_wake, push_fork, exec,
 //!   steal_balance, steal_offline); numa_passes / numa_budget: cross-node
@@ -31,6 +33,9 @@
 //! - node_load (decayed average of runnable tasks per node, at read time),
 //!   node_load_mean (mean over the period, from node_load_sum /
 //!   load_samples).
+//! - max_wait_ms: the longest a queued task waited before it ran, since
+//!   load (a high-water mark; the stall watchdog only sees it cross its
+//!   timeout).
 //! - cache_*: cache-aware scheduling (cache.bpf.c): cache_pref_set /
 //!   _switch (preferences set / changed), cache_drop_fit / _overload
 //!   (preferences dropped at an epoch), cache_drop_timeout (lookups that
@@ -111,6 +116,8 @@ pub struct Metrics {
     pub migr_cross_node: u64,
     #[stat(desc = "idle-while-queued samples taken (timer runs)")]
     pub iwq_samples: u64,
+    #[stat(desc = "idle CPUs with a queued DSQ woken by the sampling timer")]
+    pub rescue_kicks: u64,
     #[stat(desc = "sampled ms a CPU idled while a task waited in its LLC")]
     pub idle_while_queued_llc_ms: f64,
     #[stat(desc = "sampled ms a CPU idled while a task waited in its node")]
@@ -153,6 +160,8 @@ pub struct Metrics {
     pub node_load_sum: Vec<u64>,
     #[stat(desc = "load samples taken")]
     pub load_samples: u64,
+    #[stat(desc = "longest wait of a queued task before it ran, ms, since load")]
+    pub max_wait_ms: f64,
     #[stat(desc = "cache-aware: a process got a preferred LLC")]
     pub cache_pref_set: u64,
     #[stat(desc = "cache-aware: a process switched preferred LLC (hysteresis passed)")]
@@ -206,6 +215,7 @@ impl Metrics {
             migr_cross_llc: g(intf::locality_stat_STAT_MIGR_CROSS_LLC),
             migr_cross_node: g(intf::locality_stat_STAT_MIGR_CROSS_NODE),
             iwq_samples: g(intf::locality_stat_STAT_IWQ_SAMPLES),
+            rescue_kicks: g(intf::locality_stat_STAT_RESCUE_KICK),
             idle_while_queued_llc_ms: ms(intf::locality_stat_STAT_IWQ_LLC_NS),
             idle_while_queued_node_ms: ms(intf::locality_stat_STAT_IWQ_NODE_NS),
             enqueues: g(intf::locality_stat_STAT_ENQUEUE),
@@ -241,6 +251,7 @@ impl Metrics {
             node_load_mean: vec![],
             node_load_sum: vec![],
             load_samples: 0,
+            max_wait_ms: 0.0,
             bpf_prog: BTreeMap::new(),
         }
     }
@@ -275,6 +286,7 @@ impl Metrics {
             migr_cross_llc: d(self.migr_cross_llc, prev.migr_cross_llc),
             migr_cross_node: d(self.migr_cross_node, prev.migr_cross_node),
             iwq_samples: d(self.iwq_samples, prev.iwq_samples),
+            rescue_kicks: d(self.rescue_kicks, prev.rescue_kicks),
             idle_while_queued_llc_ms: (self.idle_while_queued_llc_ms
                 - prev.idle_while_queued_llc_ms)
                 .max(0.0),
@@ -314,6 +326,8 @@ impl Metrics {
             node_load_mean: vec![],
             node_load_sum: zip_with(&self.node_load_sum, &prev.node_load_sum, d),
             load_samples: d(self.load_samples, prev.load_samples),
+            // a high-water mark: the interval shows it as it is
+            max_wait_ms: self.max_wait_ms,
             bpf_prog,
         }
         .with_means()
@@ -343,6 +357,7 @@ impl Metrics {
             migr_cross_llc: self.migr_cross_llc + other.migr_cross_llc,
             migr_cross_node: self.migr_cross_node + other.migr_cross_node,
             iwq_samples: self.iwq_samples + other.iwq_samples,
+            rescue_kicks: self.rescue_kicks + other.rescue_kicks,
             idle_while_queued_llc_ms: self.idle_while_queued_llc_ms
                 + other.idle_while_queued_llc_ms,
             idle_while_queued_node_ms: self.idle_while_queued_node_ms
@@ -382,6 +397,7 @@ impl Metrics {
             node_load_mean: vec![],
             node_load_sum: zip_with(&self.node_load_sum, &other.node_load_sum, |a, b| a + b),
             load_samples: self.load_samples + other.load_samples,
+            max_wait_ms: self.max_wait_ms.max(other.max_wait_ms),
             bpf_prog,
         }
         .with_means()
@@ -443,12 +459,14 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  queue  enq={} fallback={} direct={} local={} keep_prev={}",
+            "  queue  enq={} fallback={} direct={} local={} keep_prev={} rescue_kicks={} max_wait={:.1}ms",
             self.enqueues,
             self.enq_fallback,
             self.direct_dispatches,
             self.dispatch_local,
-            self.keep_prev
+            self.keep_prev,
+            self.rescue_kicks,
+            self.max_wait_ms
         )?;
         writeln!(
             w,

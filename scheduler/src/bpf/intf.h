@@ -32,6 +32,13 @@ enum locality_consts {
 	 */
 	STEAL_SCAN_MAX	= 8,
 
+	/*
+	 * Each CPU has two vtime DSQs: id == CPU for tasks other CPUs may run
+	 * (the one stealers scan), PINNED_DSQ_BASE + CPU for tasks allowed on
+	 * that CPU only.
+	 */
+	PINNED_DSQ_BASE	= MAX_CPUS,
+
 	/* NUMA balancing (numa.bpf.c, numa.rs) */
 	DFL_NUMA_INTERVAL_MS = 150,	/* cross-node balance pass period */
 	NUMA_IMBALANCE_MIN = 2,		/* upstream: imbalances <= this are ignored */
@@ -92,6 +99,7 @@ enum locality_stat {
 	STAT_KEEP_PREV,		/* nothing found, prev keeps the CPU */
 	STAT_KICK_STEALER,	/* woke an idle CPU to pull from an overloaded one */
 	STAT_IWQ_SAMPLES,	/* idle-while-queued timer runs (is it alive?) */
+	STAT_RESCUE_KICK,	/* the timer found an idle CPU with a queued DSQ and woke it */
 
 	/* NUMA (numa.bpf.c): cross-node moves by cause */
 	STAT_XNODE_PUSH_WAKE,	/* select_cpu put a waking task on another node */

@@ -46,6 +46,7 @@
  */
 
 /* steal_from() flags */
+#define STEAL_PINNED	8	/* scan the victim's pinned DSQ (offline drain) */
 #define STEAL_CROSS	1	/* victim on another node: NUMA policy per task */
 #define STEAL_GATE	2	/* victim in another LLC: cache gate "out" */
 #define STEAL_AGGR	4	/* only tasks preferring our LLC, gate "into" */
@@ -56,15 +57,22 @@
  */
 static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 {
+	bool movable = false;	/* saw a queued task some other CPU may run */
 	struct task_struct *p;
 	struct task_ctx *tctx = NULL;
 	bool cross = flags & STEAL_CROSS;
 	u64 now = cross ? bpf_ktime_get_ns() : 0;
 	u32 seen = 0, src = cpu_llc[victim & CPU_MASK], dst = cpu_llc[cpu & CPU_MASK];
 
-	bpf_for_each(scx_dsq, p, victim, 0) {
-		if (++seen > STEAL_SCAN_MAX)
+	u64 dsq = flags & STEAL_PINNED ? pinned_dsq(victim) : (u64)victim;
+
+	bpf_for_each(scx_dsq, p, dsq, 0) {
+		if (++seen > STEAL_SCAN_MAX) {
+			movable = true;	/* not walked to the end: keep the hint */
 			break;
+		}
+		if (p->nr_cpus_allowed > 1 && !scx_bpf_task_running(p))
+			movable = true;
 		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
 		if (scx_bpf_task_running(p))
@@ -101,6 +109,9 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 			return true;
 		}
 	}
+	/* only pinned (or running) tasks there: stop advertising it */
+	if (!movable && !(flags & STEAL_PINNED))
+		overloaded[victim & CPU_MASK] = 0;
 	return false;
 }
 
@@ -228,9 +239,10 @@ static bool steal_offline(s32 cpu)
 	bpf_for(i, 0, nr_cpus) {
 		if (i >= MAX_CPUS)
 			break;
-		if (cpu_is_online[i] || !scx_bpf_dsq_nr_queued(i))
+		if (cpu_is_online[i] || !nr_queued_cpu(i))
 			continue;
-		if (steal_from(cpu, i, 0)) {
+		/* pinned ones too: the kernel may widen their affinity */
+		if (steal_from(cpu, i, 0) || steal_from(cpu, i, STEAL_PINNED)) {
 			stat_inc(STAT_STEAL_OFFLINE);
 			if (cpu_node[i] != cpu_node[cpu & CPU_MASK])
 				stat_inc(STAT_XNODE_STEAL_OFFLINE);
