@@ -12,7 +12,7 @@
 //! Seed: Steve Sistare's 2018 "select_idle_sibling rework" for CFS (idle
 //! core/CPU search per LLC plus stealing by CPUs about to go idle).
 //!
-//! Knobs (see --help): --slice-us, --no-steal, --no-idle-core,
+//! Knobs (see --help): --slice-us, --wake-gran-us, --no-steal, --no-idle-core,
 //! --steal-cross-node, --no-push-cross-node, --numa-balance,
 //! --numa-interval-ms, --iwq-period-us, --cache-aware / --no-cache-aware,
 //! --cache-wake-aggr, --aggr-tolerance, --cache-switch-ratio,
@@ -113,6 +113,14 @@ struct Opts {
     /// Disable the pull side (dispatch-time stealing and stealer wake-ups).
     #[arg(long)]
     no_steal: bool,
+
+    /// Wake-up preemption: a woken task more than this many microseconds
+    /// of virtual time ahead of the running one preempts it. 0 (default)
+    /// = off: 1000 did not lower wakelat's latency in the lab (see
+    /// bpf/main.bpf.c, wake_preempt).
+    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_WAKE_GRAN_US as u64,
+          value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    wake_gran_us: u64,
 
     /// Skip the idle-core steps of the push side (prev core, idle core in
     /// the LLC): an A/B switch for the idle-core preference.
@@ -434,6 +442,7 @@ impl<'a> Scheduler<'a> {
         r.iwq_period_ns = opts.iwq_period_us * 1000;
         r.no_steal = opts.no_steal;
         r.no_idle_core = opts.no_idle_core;
+        r.wake_gran_ns = opts.wake_gran_us * 1000;
         let mode = opts.numa_mode();
         // off: cross-node steals whenever a CPU would idle (the old flag)
         r.steal_cross_node = mode == NumaBalance::Off;
@@ -493,7 +502,7 @@ impl<'a> Scheduler<'a> {
         };
 
         println!(
-            "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, \
+            "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, wake_gran={}us, \
              steal_cross_node={}, push_cross_node={}, numa_balance={}, numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
              slice={}us, topology={})",
@@ -502,6 +511,7 @@ impl<'a> Scheduler<'a> {
             topo.nr_nodes,
             on_off(!opts.no_steal),
             on_off(!opts.no_idle_core),
+            opts.wake_gran_us,
             on_off(opts.numa_mode() == NumaBalance::Off),
             on_off(!opts.no_push_cross_node),
             opts.numa_mode().name(),
@@ -968,6 +978,9 @@ mod tests {
         assert_eq!(parse(&["--stats", "2"]).unwrap().stats, Some(2));
         assert!(parse(&["--monitor", "0"]).is_err());
         assert!(parse(&["--iwq-period-us", "99"]).is_err());
+        assert!(parse(&["--wake-gran-us", "100001"]).is_err());
+        assert_eq!(parse(&["--wake-gran-us", "0"]).unwrap().wake_gran_us, 0);
+        assert_eq!(parse(&[]).unwrap().wake_gran_us, 0);
         assert!(parse(&["--iwq-period-us", "1000001"]).is_err());
         assert!(parse(&["--exit-dump-len", "16777217"]).is_err());
         assert!(parse(&["--stats", "1", "--monitor", "1"]).is_err());

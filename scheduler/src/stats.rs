@@ -25,7 +25,8 @@
 //!   how many samples were taken; rescue_kicks: idle CPUs with a queued
 //!   DSQ found (and woken) by that sampling timer -- a missed wake-up; it
 //!   should stay near 0.
-//! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev.
+//! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev;
+//!   wake_preempt: waking tasks that cut the running task's slice short.
 //! - xnode_*: cross-node moves by cause (push_wake, push_fork, exec,
 //!   steal_balance, steal_offline); numa_passes / numa_budget: cross-node
 //!   balance passes and the tasks they allowed to move; numa_push_kept,
@@ -118,6 +119,8 @@ pub struct Metrics {
     pub iwq_samples: u64,
     #[stat(desc = "idle CPUs with a queued DSQ woken by the sampling timer")]
     pub rescue_kicks: u64,
+    #[stat(desc = "waking tasks that preempted the running one")]
+    pub wake_preempt: u64,
     #[stat(desc = "sampled ms a CPU idled while a task waited in its LLC")]
     pub idle_while_queued_llc_ms: f64,
     #[stat(desc = "sampled ms a CPU idled while a task waited in its node")]
@@ -216,6 +219,7 @@ impl Metrics {
             migr_cross_node: g(intf::locality_stat_STAT_MIGR_CROSS_NODE),
             iwq_samples: g(intf::locality_stat_STAT_IWQ_SAMPLES),
             rescue_kicks: g(intf::locality_stat_STAT_RESCUE_KICK),
+            wake_preempt: g(intf::locality_stat_STAT_WAKE_PREEMPT),
             idle_while_queued_llc_ms: ms(intf::locality_stat_STAT_IWQ_LLC_NS),
             idle_while_queued_node_ms: ms(intf::locality_stat_STAT_IWQ_NODE_NS),
             enqueues: g(intf::locality_stat_STAT_ENQUEUE),
@@ -287,6 +291,7 @@ impl Metrics {
             migr_cross_node: d(self.migr_cross_node, prev.migr_cross_node),
             iwq_samples: d(self.iwq_samples, prev.iwq_samples),
             rescue_kicks: d(self.rescue_kicks, prev.rescue_kicks),
+            wake_preempt: d(self.wake_preempt, prev.wake_preempt),
             idle_while_queued_llc_ms: (self.idle_while_queued_llc_ms
                 - prev.idle_while_queued_llc_ms)
                 .max(0.0),
@@ -358,6 +363,7 @@ impl Metrics {
             migr_cross_node: self.migr_cross_node + other.migr_cross_node,
             iwq_samples: self.iwq_samples + other.iwq_samples,
             rescue_kicks: self.rescue_kicks + other.rescue_kicks,
+            wake_preempt: self.wake_preempt + other.wake_preempt,
             idle_while_queued_llc_ms: self.idle_while_queued_llc_ms
                 + other.idle_while_queued_llc_ms,
             idle_while_queued_node_ms: self.idle_while_queued_node_ms
@@ -459,12 +465,13 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  queue  enq={} fallback={} direct={} local={} keep_prev={} rescue_kicks={} max_wait={:.1}ms",
+            "  queue  enq={} fallback={} direct={} local={} keep_prev={} wake_preempt={} rescue_kicks={} max_wait={:.1}ms",
             self.enqueues,
             self.enq_fallback,
             self.direct_dispatches,
             self.dispatch_local,
             self.keep_prev,
+            self.wake_preempt,
             self.rescue_kicks,
             self.max_wait_ms
         )?;

@@ -24,6 +24,7 @@ enum locality_consts {
 	/* default knobs, overridable from the command line */
 	DFL_SLICE_US	= 5000,
 	DFL_IWQ_PERIOD_US = 1000,	/* idle-while-queued sampling period */
+	DFL_WAKE_GRAN_US = 0,		/* wake-up preemption off: see wake_preempt() */
 
 	/*
 	 * A stealer looks at no more than this many tasks of one victim DSQ
@@ -99,6 +100,7 @@ enum locality_stat {
 	STAT_KEEP_PREV,		/* nothing found, prev keeps the CPU */
 	STAT_KICK_STEALER,	/* woke an idle CPU to pull from an overloaded one */
 	STAT_IWQ_SAMPLES,	/* idle-while-queued timer runs (is it alive?) */
+	STAT_WAKE_PREEMPT,	/* a waking task preempted the running one */
 	STAT_RESCUE_KICK,	/* the timer found an idle CPU with a queued DSQ and woke it */
 
 	/* NUMA (numa.bpf.c): cross-node moves by cause */
