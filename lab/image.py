@@ -33,6 +33,7 @@ HOST_BINARIES = [
     "/usr/bin/taskset",
     "/usr/bin/renice",
     "/usr/bin/pgrep",
+    "/usr/bin/setpriv",
 ]
 BUSYBOX = "/bin/busybox"
 
@@ -133,8 +134,13 @@ def with_libraries(files: dict[str, str]) -> dict[str, str]:
     return out
 
 
+# Bump when build() changes what it makes from the same inputs (2: "/" 0755, /tmp 1777).
+IMAGE_FORMAT = 2
+
+
 def input_hash(files: dict[str, str]) -> str:
     h = hashlib.sha256()
+    h.update(f"format {IMAGE_FORMAT}\n".encode())
     for guest, host in sorted(files.items()):
         st = os.stat(host)
         h.update(f"{guest}\0{host}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -152,6 +158,8 @@ def build(include_scheduler: bool = True, log=print) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lab-image-") as tmp:
         root = Path(tmp)
+        # TemporaryDirectory is 0700: as the guest's "/" that would lock every other user out
+        root.chmod(0o755)
         for d in ("bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "proc", "sys", "dev", "tmp", "run",
                   "root", "etc", "lab", "boot", "mnt"):
             (root / d).mkdir(parents=True, exist_ok=True)
@@ -168,6 +176,7 @@ def build(include_scheduler: bool = True, log=print) -> Path:
             if not link.exists() and not (root / "usr/bin" / applet).exists():
                 link.symlink_to("busybox")
         os.chmod(root / "init", 0o755)
+        os.chmod(root / "tmp", 0o1777)
         (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")
         (root / "etc/group").write_text("root:x:0:\nnogroup:x:65534:\n")
         (root / "etc/hosts").write_text("127.0.0.1 localhost lab\n::1 localhost\n")

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """scx_locality in real guests (marked `lab`): the reliability cases in short form, and the steal switch."""
 import json
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +51,15 @@ def test_bad_flag_is_refused_in_guest():
     assert r.returncode == 5
     final = json.loads(r.stdout.strip().splitlines()[-1])
     assert final["sched_start_error"] == "exited 2"
+
+
+def test_bad_input_in_guest():
+    """Malformed, truncated or missing --topology-override (6), out-of-range and unknown flag values (2), not
+    root (3) and sched_ext already in use (5): each one line on stderr and its documented exit code."""
+    m = machines.load("numa2")
+    steps = [run.Step(run.parse_sched("eevdf"), "sh /lab/reliability/bad-input.sh")]
+    res = run.run_job(m, steps, timeout_s=300, stream=None, build_scheduler=False)
+    console = open(Path(res.run_dir) / "console.log", errors="replace").read()
+    cases = re.findall(r"case ([\w-]+): rc=(\d+) lines=(\d+): (.*)", console)
+    assert len(cases) == 7, console[-3000:]
+    assert res.exit_code() == run.EXIT_OK, "\n".join(" ".join(c) for c in cases)
