@@ -18,6 +18,8 @@
 //! --cache-wake-aggr, --aggr-tolerance, --cache-switch-ratio,
 //! --epoch-period-ms, --epoch-affinity-timeout, --overaggr-pct, --imb-pct,
 //! --cache-top (cache-aware scheduling, see cache.rs and bpf/cache.bpf.c),
+//! --memory, --memory-budget-mbps, --memory-interval-ms (memory placement,
+//! agent-side, see memory.rs),
 //! --topology-override FILE, --stats SECS, --monitor SECS, --exit-dump-len,
 //! -v.
 //!
@@ -48,6 +50,7 @@
 mod bpf_intf;
 mod bpf_skel;
 mod cache;
+mod memory;
 mod numa;
 mod stats;
 mod topology;
@@ -69,6 +72,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use memory::MemoryMode;
 use numa::NumaBalance;
 use stats::{Metrics, ProgRunTime, NR_STATS};
 use topology::{Topo, MAX_SMT};
@@ -201,6 +205,24 @@ struct Opts {
     #[arg(long, default_value_t = 8,
           value_parser = clap::value_parser!(u64).range(0..=1000))]
     cache_top: u64,
+
+    /// Memory placement (agent-side, memory.rs): off does nothing at all;
+    /// local moves each process's memory to its home node; spread (van
+    /// Riel 2014) does that for single-node processes and, for processes
+    /// spanning nodes, keeps private memory on its node and spreads shared
+    /// memory over the active nodes.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = MemoryMode::Spread)]
+    memory: MemoryMode,
+
+    /// Memory placement: most MB migrated in any one second.
+    #[arg(long, default_value_t = 128,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    memory_budget_mbps: u64,
+
+    /// Memory placement: period of the /proc scan, in milliseconds.
+    #[arg(long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    memory_interval_ms: u64,
 
     /// JSON file replacing the LLC grouping, e.g. {"llcs": ["0-3", "4-7"]}.
     #[arg(long, value_name = "FILE")]
@@ -388,6 +410,10 @@ struct Scheduler<'a> {
     /// exited (its entry deleted) still shows in the final statistics.
     cache_seen: BTreeMap<u32, cache::CacheProc>,
     cache_last: std::time::Instant,
+    /// The memory placement thread (None with --memory=off).
+    memory: Option<memory::MemoryThread>,
+    memory_mode: MemoryMode,
+    memory_budget_mbps: u64,
 }
 
 impl<'a> Scheduler<'a> {
@@ -495,7 +521,7 @@ impl<'a> Scheduler<'a> {
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, \
              steal_cross_node={}, push_cross_node={}, numa_balance={}, numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
-             slice={}us, topology={})",
+             memory={}, memory_budget={}MB/s, slice={}us, topology={})",
             topo.possible_cpus().len(),
             topo.nr_llcs,
             topo.nr_nodes,
@@ -509,15 +535,36 @@ impl<'a> Scheduler<'a> {
             on_off(cache_on),
             on_off(cache_on && opts.cache_wake_aggr),
             opts.epoch_period_ms,
+            opts.memory.name(),
+            opts.memory_budget_mbps,
             opts.slice_us,
             if topo.overridden { "override" } else { "sysfs" },
         );
         let _ = std::io::stdout().flush();
         info!("topology: {}", topo.describe());
 
+        // Memory placement runs on its own thread (never in this loop).
+        let memory = memory::MemoryThread::start(memory::MemOpts {
+            mode: opts.memory,
+            budget_mbps: opts.memory_budget_mbps,
+            interval_ms: opts.memory_interval_ms,
+            cpu_node: topo
+                .cpus
+                .iter()
+                .map(|c| c.as_ref().map(|p| p.node).unwrap_or(usize::MAX))
+                .collect(),
+            nr_nodes: topo.nr_nodes,
+        });
+        if opts.memory != MemoryMode::Off && memory.is_none() {
+            warn!("memory placement thread could not start; going on without it");
+        }
+
         Ok(Self {
             skel,
             link: Some(link),
+            memory,
+            memory_mode: opts.memory,
+            memory_budget_mbps: opts.memory_budget_mbps,
             server,
             nr_llcs: topo.nr_llcs as usize,
             cache_top: opts.cache_top as usize,
@@ -636,6 +683,8 @@ impl<'a> Scheduler<'a> {
         let mut m = Metrics::from_counters(&self.counters());
         m.cache_procs = self.cache_procs();
         m.bpf_prog = self.prog_run_times();
+        let mem = self.memory.as_ref().map(|t| t.snapshot()).unwrap_or_default();
+        m.set_memory(self.memory_mode.name(), self.memory_budget_mbps, &mem);
         if let Some(bss) = self.skel.maps.bss_data.as_ref() {
             let n = (self.skel.maps.rodata_data.as_ref().map(|r| r.nr_nodes).unwrap_or(1) as usize)
                 .min(bss.node_load.len());
@@ -671,6 +720,8 @@ impl<'a> Scheduler<'a> {
             }
         }
 
+        // stop the memory thread first: its last numbers go into `m`
+        self.memory.take();
         let m = self.metrics();
         let exited_on_its_own = uei_exited!(&self.skel, uei);
         // Detach (a no-op for the kernel if it already disabled us).
@@ -931,6 +982,29 @@ mod tests {
         }
         assert_eq!(parse(&["--imb-pct=0"]).unwrap().imb_pct, 0);
         assert_eq!(parse(&["--aggr-tolerance=100"]).unwrap().aggr_tolerance, 100);
+    }
+
+    #[test]
+    fn memory_flags() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.memory, MemoryMode::Spread);
+        assert_eq!((o.memory_budget_mbps, o.memory_interval_ms), (128, 1000));
+        assert_eq!(parse(&["--memory=off"]).unwrap().memory, MemoryMode::Off);
+        assert_eq!(parse(&["--memory", "local"]).unwrap().memory, MemoryMode::Local);
+        assert_eq!(parse(&["--memory-budget-mbps=1"]).unwrap().memory_budget_mbps, 1);
+        assert_eq!(parse(&["--memory-interval-ms=100"]).unwrap().memory_interval_ms, 100);
+        for bad in [
+            "--memory=bogus",
+            "--memory-budget-mbps=0",
+            "--memory-budget-mbps=100001",
+            "--memory-interval-ms=99",
+            "--memory-interval-ms=60001",
+        ] {
+            let e = parse(&[bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let flag = bad.split('=').next().unwrap();
+            assert!(flag_error_line(&e).contains(flag), "{bad}: {e}");
+        }
     }
 
     #[test]
