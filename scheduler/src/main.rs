@@ -414,6 +414,8 @@ struct Scheduler<'a> {
     memory: Option<memory::MemoryThread>,
     memory_mode: MemoryMode,
     memory_budget_mbps: u64,
+    /// Its stats once stopped.
+    memory_last: memory::MemStats,
 }
 
 impl<'a> Scheduler<'a> {
@@ -565,6 +567,7 @@ impl<'a> Scheduler<'a> {
             memory,
             memory_mode: opts.memory,
             memory_budget_mbps: opts.memory_budget_mbps,
+            memory_last: Default::default(),
             server,
             nr_llcs: topo.nr_llcs as usize,
             cache_top: opts.cache_top as usize,
@@ -683,7 +686,10 @@ impl<'a> Scheduler<'a> {
         let mut m = Metrics::from_counters(&self.counters());
         m.cache_procs = self.cache_procs();
         m.bpf_prog = self.prog_run_times();
-        let mem = self.memory.as_ref().map(|t| t.snapshot()).unwrap_or_default();
+        let mem = match &self.memory {
+            Some(t) => t.snapshot(),
+            None => self.memory_last.clone(),
+        };
         m.set_memory(self.memory_mode.name(), self.memory_budget_mbps, &mem);
         if let Some(bss) = self.skel.maps.bss_data.as_ref() {
             let n = (self.skel.maps.rodata_data.as_ref().map(|r| r.nr_nodes).unwrap_or(1) as usize)
@@ -721,7 +727,11 @@ impl<'a> Scheduler<'a> {
         }
 
         // stop the memory thread first: its last numbers go into `m`
-        self.memory.take();
+        if let Some(t) = self.memory.take() {
+            let stats = t.stats.clone();
+            drop(t);
+            self.memory_last = stats.lock().map(|s| s.clone()).unwrap_or_default();
+        }
         let m = self.metrics();
         let exited_on_its_own = uei_exited!(&self.skel, uei);
         // Detach (a no-op for the kernel if it already disabled us).

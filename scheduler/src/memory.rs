@@ -81,9 +81,9 @@
 //! second window; a move_pages call is made only if the window's bytes
 //! plus the worst case of the call fit, the worst case counting a whole
 //! 2 MB huge page per distinct 2 MB region of the call (a transparent huge
-//! page moves whole). What the call really moved is then charged: the
-//! larger of the pages it reported moved and the rise of pgmigrate_success
-//! in /proc/vmstat. So migrated bytes in any one-second window never exceed
+//! page moves whole). What the call really moved is then charged: the rise
+//! of pgmigrate_success in /proc/vmstat across the call (system-wide, so
+//! never less than ours). So migrated bytes in any one-second window never exceed
 //! the knob; the mover sleeps (on its own thread) while the window is full.
 //!
 //! Skipped: kernel threads (PF_KTHREAD), the agent itself, processes with
@@ -145,6 +145,8 @@ pub const PRIVATE_SHARE: f64 = 0.80;
 pub const RT_DECAY: f64 = 0.5;
 /// Pages per move_pages call.
 const CHUNK: usize = 512;
+/// 2 MB regions per first (one address per region) move_pages call.
+const REGIONS: usize = 64;
 const HUGE: u64 = 2 << 20;
 const PF_KTHREAD: u64 = 0x0020_0000;
 const MPOL_MF_MOVE: i32 = 1 << 1;
@@ -480,6 +482,10 @@ struct Placer {
     page: u64,
     me: u32,
     scan: u64,
+    /// (pid, mapping start) -> where the last pass stopped in it
+    cursor: HashMap<(u32, u64), u64>,
+    /// move_pages calls in this pass (debug log)
+    calls: u64,
 }
 
 fn read(path: &str) -> Option<String> {
@@ -534,6 +540,8 @@ impl Placer {
             page: unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64,
             me: std::process::id(),
             scan: 0,
+            cursor: HashMap::new(),
+            calls: 0,
         }
     }
 
@@ -546,8 +554,21 @@ impl Placer {
         while !stop.load(Ordering::Relaxed) {
             let start = Instant::now();
             self.sample();
+            let sampled = start.elapsed();
             let deadline = start + intv;
+            let before = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
             self.place(stop, deadline);
+            let after = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
+            log::debug!(
+                "memory: scan {} sample {:?} place {:?} procs {} moved {} pages, {} budget waits, {} calls",
+                self.scan,
+                sampled,
+                start.elapsed() - sampled,
+                self.procs.len(),
+                after.0 - before.0,
+                after.1 - before.1,
+                std::mem::take(&mut self.calls)
+            );
             while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -569,6 +590,8 @@ impl Placer {
         }
         let scan = self.scan;
         self.procs.retain(|_, p| p.seen == scan);
+        let procs = &self.procs;
+        self.cursor.retain(|(pid, _), _| procs.contains_key(pid));
     }
 
     fn sample_proc(&mut self, pid: u32) {
@@ -601,7 +624,6 @@ impl Placer {
             seen: 0,
             migrated: 0,
         });
-        let first = p.seen == 0;
         p.seen = scan;
         for x in p.node_rt.iter_mut() {
             *x *= RT_DECAY;
@@ -621,12 +643,11 @@ impl Placer {
             let cpu = stat_fields(&ts).and_then(|f| f.get(36).and_then(|s| s.parse::<usize>().ok()));
             let prev = p.thread_rt.get(&tid).copied();
             alive.insert(tid, rt);
-            // a thread seen for the first time: its runtime so far counts
-            // (it started between two samples), except on the process's
-            // first sample (unknown history)
+            // a thread seen for the first time: its runtime so far counts,
+            // charged to the node it is on now (on a process's first sample
+            // that is a guess about its past; it decays within seconds)
             let d = match prev {
                 Some(x) => rt.saturating_sub(x),
-                None if first => 0,
                 None => rt,
             };
             if let Some(node) = cpu.and_then(|c| self.o.cpu_node.get(c).copied()) {
@@ -695,14 +716,65 @@ impl Placer {
         deadline: Instant,
     ) -> bool {
         let page = self.page;
-        let mut addr = start;
+        let key = (pid, start);
+        // resume where the last pass stopped (a mapping may take several)
+        let mut addr = self.cursor.get(&key).copied().filter(|&a| a > start && a < end).unwrap_or(start);
         let mut status = vec![0i32; CHUNK];
         let mut todo: Vec<(u64, i32)> = vec![];
         while addr < end {
             if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                self.cursor.insert(key, addr);
                 return false;
             }
             let addrs: Vec<u64> = (0..CHUNK as u64).map(|i| addr + i * page).take_while(|&a| a < end).collect();
+            if let Target::Node(n) = target {
+                // One target for all, in 2 MB regions: first one address per
+                // region (a transparent huge page moves whole), then every
+                // page of the regions whose last page is still elsewhere
+                // (small pages); the kernel skips pages already there and
+                // pages not present.
+                let n = *n as i32;
+                let mut regions = vec![];
+                let mut a = addr;
+                let max_regions = ((self.budget.bytes_per_s / 4 / HUGE) as usize).clamp(1, REGIONS);
+                while a < end && regions.len() < max_regions {
+                    let re = ((a / HUGE + 1) * HUGE).min(end);
+                    regions.push((a, re));
+                    a = re;
+                }
+                let heads: Vec<(u64, i32)> = regions.iter().map(|&(rs, _)| (rs, n)).collect();
+                if !self.move_batch(pid, &heads, stop, deadline) {
+                    self.cursor.insert(key, addr);
+                    return false;
+                }
+                let lasts: Vec<u64> = regions.iter().map(|&(_, re)| re - page).collect();
+                let mut st = vec![0i32; lasts.len()];
+                match move_pages(pid, &lasts, None, &mut st) {
+                    Ok(_) => {}
+                    Err(libc::ESRCH) => {
+                        self.procs.remove(&pid);
+                        return false;
+                    }
+                    Err(_) => return true,
+                }
+                for (&(rs, re), &s) in regions.iter().zip(&st) {
+                    if s == n {
+                        continue;
+                    }
+                    let mut p = rs + page;
+                    while p < re {
+                        let batch: Vec<(u64, i32)> =
+                            (0..CHUNK as u64).map(|i| p + i * page).take_while(|&x| x < re).map(|x| (x, n)).collect();
+                        p += batch.len() as u64 * page;
+                        if !self.move_batch(pid, &batch, stop, deadline) {
+                            self.cursor.insert(key, addr);
+                            return false;
+                        }
+                    }
+                }
+                addr = a;
+                continue;
+            }
             let st = &mut status[..addrs.len()];
             match move_pages(pid, &addrs, None, st) {
                 Ok(_) => {}
@@ -725,10 +797,12 @@ impl Placer {
                 let n = todo.len().min(CHUNK);
                 let batch: Vec<(u64, i32)> = todo.drain(..n).collect();
                 if !self.move_batch(pid, &batch, stop, deadline) {
+                    self.cursor.insert(key, addr);
                     return false;
                 }
             }
         }
+        self.cursor.remove(&key);
         true
     }
 
@@ -760,15 +834,19 @@ impl Placer {
             let mut status = vec![0i32; n];
             let before = vmstat_migrated();
             let r = move_pages(pid, addrs, Some(&nodes), &mut status);
+            self.calls += 1;
             let after = vmstat_migrated();
             let now = self.now();
-            let moved = status.iter().zip(&nodes).filter(|(s, d)| **s == **d).count() as u64;
-            let pages = moved.max(after.saturating_sub(before));
+            // pages the kernel really moved: the rise of pgmigrate_success
+            // (system-wide, so never less than ours); pages already on their
+            // target also report it in status, so status alone would over-count
+            let pages = after.saturating_sub(before);
+            let failed = status.iter().filter(|&&s| s < 0 && s != -libc::ENOENT).count() as u64;
             self.budget.charge(now, pages * self.page);
             if let Ok(mut s) = self.stats.lock() {
                 s.pages_migrated += pages;
                 s.bytes_migrated += pages * self.page;
-                s.move_failed += (n as u64).saturating_sub(moved);
+                s.move_failed += failed;
                 s.peak_bytes_per_s = s.peak_bytes_per_s.max(self.budget.peak);
             }
             if let Some(p) = self.procs.get_mut(&pid) {
