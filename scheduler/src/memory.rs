@@ -86,7 +86,12 @@
 //! never less than ours). So migrated bytes in any one-second window never exceed
 //! the knob; the mover sleeps (on its own thread) while the window is full.
 //!
-//! Skipped: kernel threads (PF_KTHREAD), the agent itself, processes with
+//! Below 2 MB/s a single huge page is larger than the budget: it waits for
+//! an empty window and may then exceed the knob by its own size.
+//!
+//! Skipped: mappings with an explicit memory policy (numa_maps shows bind,
+//! interleave, prefer...: numactl -m, mbind(2), set_mempolicy(2) are the
+//! application's word), kernel threads (PF_KTHREAD), the agent itself, processes with
 //! less than MIN_RSS_MB of anonymous memory. A process that exits mid-scan
 //! (ESRCH, ENOENT on /proc) is dropped quietly. The work runs on its own
 //! thread and never blocks the scheduler's main loop; `--memory=off` starts
@@ -209,6 +214,8 @@ pub fn locality(rt: &[f64], pages: &[u64]) -> Option<f64> {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Vma {
     pub start: u64,
+    /// the memory policy is the default (or "local"): no explicit binding
+    pub default_policy: bool,
     pub file: bool,
     pub huge: bool,
     pub anon: u64,
@@ -227,7 +234,9 @@ impl Vma {
 pub fn parse_numa_maps_line(line: &str) -> Option<Vma> {
     let mut it = line.split_whitespace();
     let start = u64::from_str_radix(it.next()?, 16).ok()?;
-    let mut v = Vma { start, mapmax: 1, page_kb: 4, ..Default::default() };
+    let policy = it.next()?;
+    let default_policy = policy == "default" || policy == "local";
+    let mut v = Vma { start, default_policy, mapmax: 1, page_kb: 4, ..Default::default() };
     for tok in it {
         if tok == "huge" {
             v.huge = true;
@@ -284,7 +293,7 @@ impl Target {
 
 /// The placement decision for one mapping of a process.
 pub fn plan_vma(mode: MemoryMode, v: &Vma, active: &[bool], home: usize) -> Target {
-    if mode == MemoryMode::Off || v.file || v.huge || v.anon == 0 || v.total() == 0 {
+    if mode == MemoryMode::Off || !v.default_policy || v.file || v.huge || v.anon == 0 || v.total() == 0 {
         return Target::Keep;
     }
     let on = |n: usize| v.nodes.get(n).copied().unwrap_or(0);
@@ -817,7 +826,9 @@ impl Placer {
                 n /= 2;
             }
             let addrs = &addrs_all[..n];
-            let worst = worst_bytes(addrs, self.page);
+            // below 2 MB/s one page may still be a huge page: it then waits
+            // for an empty window (the only overshoot possible)
+            let worst = worst_bytes(addrs, self.page).min(self.budget.bytes_per_s);
             loop {
                 if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
                     return false;
@@ -992,17 +1003,30 @@ mod tests {
         let h = parse_numa_maps_line("7f0000000000 default file=/mnt/h huge dirty=1 N0=1 kernelpagesize_kB=2048")
             .unwrap();
         assert!(h.huge && h.page_kb == 2048);
+        assert!(v.default_policy && h.default_policy);
+        assert!(!parse_numa_maps_line("7f0000000000 bind:1 anon=1 N1=1").unwrap().default_policy);
+        assert!(!parse_numa_maps_line("7f0000000000 interleave:0-1 anon=1 N1=1").unwrap().default_policy);
+        assert!(parse_numa_maps_line("7f0000000000 local anon=1 N1=1").unwrap().default_policy);
         let s = parse_numa_maps_line("7ffd10000000 default stack anon=3 dirty=3 N1=3 kernelpagesize_kB=4").unwrap();
         assert_eq!((s.anon, s.nodes.clone()), (3, vec![0, 3]));
         // no pages resident: no N entries
         let e = parse_numa_maps_line("7f0000001000 interleave:0-1").unwrap();
         assert_eq!(e.total(), 0);
         assert!(parse_numa_maps_line("").is_none());
+        assert!(parse_numa_maps_line("7f0000001000").is_none());
         assert!(parse_numa_maps_line("zzz default").is_none());
     }
 
     fn vma(anon: u64, nodes: &[u64]) -> Vma {
-        Vma { start: 0x1000, anon, mapmax: 1, page_kb: 4, nodes: nodes.to_vec(), ..Default::default() }
+        Vma {
+            start: 0x1000,
+            default_policy: true,
+            anon,
+            mapmax: 1,
+            page_kb: 4,
+            nodes: nodes.to_vec(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -1018,6 +1042,10 @@ mod tests {
         f.file = true;
         assert_eq!(plan_vma(MemoryMode::Local, &f, &one, 0), Target::Keep);
         assert_eq!(plan_vma(MemoryMode::Local, &vma(0, &[2, 8]), &one, 0), Target::Keep);
+        // an explicit policy (numactl -m, mbind, set_mempolicy) is the application's word: keep
+        let mut b = vma(10, &[2, 8]);
+        b.default_policy = false;
+        assert_eq!(plan_vma(MemoryMode::Spread, &b, &one, 0), Target::Keep);
         // multi-node, local mode: home
         assert_eq!(plan_vma(MemoryMode::Local, &vma(10, &[2, 8]), &both, 0), Target::Node(0));
         // multi-node, spread: private (>= 80% on one node) consolidates there
