@@ -219,6 +219,14 @@ struct Opts {
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     memory_budget_mbps: u64,
 
+    /// Memory placement: bind each process whose busy threads fit one node
+    /// to a node (the one holding its memory if it has room), so that it
+    /// becomes single-node and its memory can follow; restricted threads
+    /// are left alone, masks are given back on exit. Off by default: it
+    /// overrides the CPU affinity the application sees.
+    #[arg(long)]
+    memory_node_affinity: bool,
+
     /// Memory placement: period of the /proc scan, in milliseconds.
     #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(100..=60_000))]
@@ -556,6 +564,7 @@ impl<'a> Scheduler<'a> {
                 .map(|c| c.as_ref().map(|p| p.node).unwrap_or(usize::MAX))
                 .collect(),
             nr_nodes: topo.nr_nodes,
+            node_affinity: opts.memory_node_affinity,
         });
         if opts.memory != MemoryMode::Off && memory.is_none() {
             warn!("memory placement thread could not start; going on without it");
@@ -999,6 +1008,8 @@ mod tests {
         let o = parse(&[]).unwrap();
         assert_eq!(o.memory, MemoryMode::Spread);
         assert_eq!((o.memory_budget_mbps, o.memory_interval_ms), (128, 1000));
+        assert!(!o.memory_node_affinity);
+        assert!(parse(&["--memory-node-affinity"]).unwrap().memory_node_affinity);
         assert_eq!(parse(&["--memory=off"]).unwrap().memory, MemoryMode::Off);
         assert_eq!(parse(&["--memory", "local"]).unwrap().memory, MemoryMode::Local);
         assert_eq!(parse(&["--memory-budget-mbps=1"]).unwrap().memory_budget_mbps, 1);

@@ -76,6 +76,21 @@
 //! scheme, so a per-process, per-mapping target would need a scheme per
 //! process. It remains the obvious next step for a hotness filter.
 //!
+//! Tasks to their memory (`--memory-node-affinity`, off by default): the
+//! scheduler's BPF side has no per-process preferred node, and in the lab
+//! its balancing spreads the threads of two 4-thread processes over both
+//! nodes of numa2, so neither is single-node and its memory cannot follow.
+//! The kernel's NUMA balancing moves tasks towards their memory (the
+//! numa_group's preferred node); the agent's only lever without BPF is CPU
+//! affinity. With this switch, each process whose busy threads (more than a
+//! tenth of an interval each) fit the free CPUs of one node is bound to a
+//! node (its current one while it fits, else the node holding most of its
+//! anonymous memory, else the one with the most free CPUs), largest memory
+//! first; a process that stops fitting is unbound; on exit every mask is
+//! given back. Threads whose affinity was restricted by someone else
+//! (taskset, numactl -N, the application) are never touched. It is a hard
+//! bind, visible to sched_getaffinity(2): the reason it is off by default.
+//!
 //! Budget (`--memory-budget-mbps`, default 128 MB/s, about half the
 //! kernel's own NUMA scan size per second at its fastest): a sliding one
 //! second window; a move_pages call is made only if the window's bytes
@@ -410,6 +425,8 @@ pub struct MemProc {
     pub pages_migrated: u64,
     #[stat(desc = "runtime seen, ms")]
     pub runtime_ms: f64,
+    #[stat(desc = "node its threads are bound to (--memory-node-affinity), -1 if none")]
+    pub bound_node: i32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -420,6 +437,8 @@ pub struct MemStats {
     pub move_failed: u64,
     pub peak_bytes_per_s: u64,
     pub budget_waits: u64,
+    pub affinity_binds: u64,
+    pub affinity_unbinds: u64,
     pub procs: BTreeMap<u32, MemProc>,
 }
 
@@ -433,6 +452,8 @@ pub struct MemOpts {
     /// node of each CPU (dense index), usize::MAX if unknown
     pub cpu_node: Vec<usize>,
     pub nr_nodes: usize,
+    /// bind processes that fit a node to the node holding their memory
+    pub node_affinity: bool,
 }
 
 pub struct MemoryThread {
@@ -480,6 +501,12 @@ struct Proc {
     active: Vec<bool>,
     seen: u64,
     migrated: u64,
+    /// threads that ran more than a tenth of the last interval
+    busy: usize,
+    /// anonymous pages per node at the last publish
+    pages: Vec<u64>,
+    /// node its threads are bound to (--memory-node-affinity)
+    bound: Option<usize>,
 }
 
 struct Placer {
@@ -563,6 +590,9 @@ impl Placer {
         while !stop.load(Ordering::Relaxed) {
             let start = Instant::now();
             self.sample();
+            if self.o.node_affinity {
+                self.bind_nodes();
+            }
             let sampled = start.elapsed();
             let deadline = start + intv;
             let before = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
@@ -580,6 +610,80 @@ impl Placer {
             );
             while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // give back every affinity we set
+        let bound: Vec<u32> = self.procs.iter().filter(|(_, p)| p.bound.is_some()).map(|(&k, _)| k).collect();
+        for pid in bound {
+            self.set_node(pid, None);
+        }
+    }
+
+    /// --memory-node-affinity: bind each process that fits one node to a
+    /// node, the one holding most of its memory if it has room.
+    fn bind_nodes(&mut self) {
+        let nn = self.o.nr_nodes.max(1);
+        let mut cpus = vec![0usize; nn];
+        for &n in &self.o.cpu_node {
+            if n < nn {
+                cpus[n] += 1;
+            }
+        }
+        let mut cands: Vec<NodeCand> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.busy > 0 || p.bound.is_some())
+            .map(|(&pid, p)| NodeCand {
+                pid,
+                busy: p.busy.max(1),
+                pages: p.pages.iter().sum(),
+                pref: pref_node(&p.pages).or(p.home),
+                bound: p.bound,
+            })
+            .collect();
+        cands.sort_by(|a, b| b.pages.cmp(&a.pages).then(a.pid.cmp(&b.pid)));
+        let plan = assign_nodes(&cands, &cpus);
+        for c in &cands {
+            let want = plan.get(&c.pid).copied();
+            // again while bound too: threads created since get the mask
+            if want != c.bound || want.is_some() {
+                self.set_node(c.pid, want);
+            }
+        }
+    }
+
+    /// Bind every thread of `pid` to the CPUs of `node` (None: give back all
+    /// CPUs). Threads whose affinity someone else restricted are left alone.
+    fn set_node(&mut self, pid: u32, node: Option<usize>) {
+        let all: Vec<usize> = (0..self.o.cpu_node.len()).filter(|&c| self.o.cpu_node[c] != usize::MAX).collect();
+        let prev = self.procs.get(&pid).and_then(|p| p.bound);
+        let mask_of = |n: Option<usize>| -> Vec<usize> {
+            match n {
+                Some(n) => all.iter().copied().filter(|&c| self.o.cpu_node[c] == n).collect(),
+                None => all.clone(),
+            }
+        };
+        let (ours, want) = (mask_of(prev), mask_of(node));
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            let Some(cur) = get_affinity(tid) else { continue };
+            // only threads with every CPU (nobody restricted them) or
+            // with the mask we set ourselves
+            let cur_known: Vec<usize> = cur.into_iter().filter(|c| all.contains(c)).collect();
+            if cur_known != all && cur_known != ours {
+                continue;
+            }
+            set_affinity(tid, &want);
+        }
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.bound = node;
+        }
+        if let Ok(mut s) = self.stats.lock() {
+            if prev != node && node.is_some() {
+                s.affinity_binds += 1;
+            } else if prev != node {
+                s.affinity_unbinds += 1;
             }
         }
     }
@@ -632,12 +736,17 @@ impl Placer {
             active: vec![false; nn],
             seen: 0,
             migrated: 0,
+            busy: 0,
+            pages: vec![],
+            bound: None,
         });
         p.seen = scan;
         for x in p.node_rt.iter_mut() {
             *x *= RT_DECAY;
         }
         p.recent = 0;
+        p.busy = 0;
+        let busy_ns = self.o.interval_ms * 100_000;
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
         let mut alive = HashMap::new();
         for t in tasks.flatten() {
@@ -659,6 +768,9 @@ impl Placer {
                 Some(x) => rt.saturating_sub(x),
                 None => rt,
             };
+            if prev.is_some() && d > busy_ns {
+                p.busy += 1;
+            }
             if let Some(node) = cpu.and_then(|c| self.o.cpu_node.get(c).copied()) {
                 if node < nn && d > 0 {
                     p.node_rt[node] += d as f64;
@@ -875,6 +987,7 @@ impl Placer {
     /// Per process locality (from numa_maps) into the shared stats.
     fn publish(&mut self) {
         let mut out = BTreeMap::new();
+        let mut seen_pages = vec![];
         for (&pid, p) in &self.procs {
             let Some(text) = read(&format!("/proc/{pid}/numa_maps")) else { continue };
             let mut pages = vec![0u64; self.o.nr_nodes.max(1)];
@@ -890,6 +1003,7 @@ impl Placer {
                 }
             }
             let loc = locality(&p.node_rt, &pages);
+            seen_pages.push((pid, pages.clone()));
             out.insert(
                 pid,
                 MemProc {
@@ -902,8 +1016,14 @@ impl Placer {
                     pages_node: pages,
                     pages_migrated: p.migrated,
                     runtime_ms: p.total_rt as f64 / 1e6,
+                    bound_node: p.bound.map(|n| n as i32).unwrap_or(-1),
                 },
             );
+        }
+        for (pid, pages) in seen_pages {
+            if let Some(p) = self.procs.get_mut(&pid) {
+                p.pages = pages;
+            }
         }
         if let Ok(mut s) = self.stats.lock() {
             s.scans = self.scan;
@@ -919,6 +1039,65 @@ impl Placer {
             }
         }
     }
+}
+
+/// A process that could be bound to a node.
+#[derive(Clone, Debug)]
+pub struct NodeCand {
+    pub pid: u32,
+    /// threads that were busy in the last interval
+    pub busy: usize,
+    pub pages: u64,
+    /// the node holding most of its memory
+    pub pref: Option<usize>,
+    pub bound: Option<usize>,
+}
+
+/// The node holding most pages.
+pub fn pref_node(pages: &[u64]) -> Option<usize> {
+    let (n, &c) = pages.iter().enumerate().max_by_key(|&(n, c)| (*c, std::cmp::Reverse(n)))?;
+    (c > 0).then_some(n)
+}
+
+/// Which processes get bound to which node: in the given order (largest
+/// memory first), a process whose busy threads fit the free CPUs of a node
+/// goes to its current node, else its memory's node, else the node with
+/// the most free CPUs; a process that fits nowhere stays unbound.
+pub fn assign_nodes(cands: &[NodeCand], node_cpus: &[usize]) -> HashMap<u32, usize> {
+    let mut free: Vec<i64> = node_cpus.iter().map(|&c| c as i64).collect();
+    let mut out = HashMap::new();
+    for c in cands {
+        let busy = c.busy as i64;
+        let fits = |n: usize, free: &[i64]| n < free.len() && free[n] >= busy;
+        let pick = c
+            .bound
+            .filter(|&n| fits(n, &free))
+            .or(c.pref.filter(|&n| fits(n, &free)))
+            .or_else(|| (0..free.len()).filter(|&n| fits(n, &free)).max_by_key(|&n| (free[n], std::cmp::Reverse(n))));
+        if let Some(n) = pick {
+            free[n] -= busy;
+            out.insert(c.pid, n);
+        }
+    }
+    out
+}
+
+fn get_affinity(tid: u32) -> Option<Vec<usize>> {
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::sched_getaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return None;
+    }
+    Some((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
+}
+
+fn set_affinity(tid: u32, cpus: &[usize]) {
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // ESRCH (the thread exited) and EINVAL are harmless here
+    unsafe { libc::sched_setaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &set) };
 }
 
 /// Start -> end of every mapping of a process (/proc/<pid>/maps).
@@ -1126,6 +1305,34 @@ mod tests {
         // two regions
         assert_eq!(worst_bytes(&[0x200000, 0x400000], p), 2 * HUGE);
         assert_eq!(worst_bytes(&[], p), 0);
+    }
+
+    fn cand(pid: u32, busy: usize, pages: u64, pref: Option<usize>, bound: Option<usize>) -> NodeCand {
+        NodeCand { pid, busy, pages, pref, bound }
+    }
+
+    #[test]
+    fn node_assignment() {
+        assert_eq!(pref_node(&[3, 9]), Some(1));
+        assert_eq!(pref_node(&[5, 5]), Some(0));
+        assert_eq!(pref_node(&[0, 0]), None);
+        // two 4-thread processes on 2 x 4 CPUs, both with memory mostly on
+        // node 0: the larger gets node 0, the other the free node
+        let a = assign_nodes(&[cand(1, 4, 100, Some(0), None), cand(2, 4, 90, Some(0), None)], &[4, 4]);
+        assert_eq!((a[&1], a[&2]), (0, 1));
+        // a bound process keeps its node while it fits
+        let a = assign_nodes(&[cand(1, 4, 100, Some(0), Some(1)), cand(2, 4, 90, Some(0), None)], &[4, 4]);
+        assert_eq!((a[&1], a[&2]), (1, 0));
+        // too many busy threads for any node: not bound
+        let a = assign_nodes(&[cand(1, 5, 100, Some(0), Some(0))], &[4, 4]);
+        assert!(a.is_empty());
+        // a third process finds no room
+        let a = assign_nodes(
+            &[cand(1, 3, 100, Some(0), None), cand(2, 3, 90, Some(1), None), cand(3, 2, 80, Some(0), None)],
+            &[4, 4],
+        );
+        assert_eq!(a.len(), 2);
+        assert!(!a.contains_key(&3));
     }
 
     #[test]

@@ -204,6 +204,10 @@ pub struct Metrics {
     pub memory_peak_mbps: f64,
     #[stat(desc = "memory placement: times the mover waited for the budget")]
     pub memory_budget_waits: u64,
+    #[stat(desc = "memory placement: processes bound to a node (--memory-node-affinity)")]
+    pub memory_affinity_binds: u64,
+    #[stat(desc = "memory placement: processes unbound")]
+    pub memory_affinity_unbinds: u64,
     #[stat(desc = "memory placement: per process home, active nodes, locality")]
     pub memory_procs: Vec<MemProc>,
 }
@@ -279,6 +283,8 @@ impl Metrics {
         self.memory_move_failed = m.move_failed;
         self.memory_peak_mbps = round2(m.peak_bytes_per_s as f64 / (1u64 << 20) as f64);
         self.memory_budget_waits = m.budget_waits;
+        self.memory_affinity_binds = m.affinity_binds;
+        self.memory_affinity_unbinds = m.affinity_unbinds;
         let mut procs: Vec<MemProc> = m.procs.values().cloned().collect();
         procs.sort_by(|a, b| b.runtime_ms.total_cmp(&a.runtime_ms));
         procs.truncate(16);
@@ -363,6 +369,8 @@ impl Metrics {
             memory_move_failed: d(self.memory_move_failed, prev.memory_move_failed),
             memory_peak_mbps: self.memory_peak_mbps,
             memory_budget_waits: d(self.memory_budget_waits, prev.memory_budget_waits),
+            memory_affinity_binds: d(self.memory_affinity_binds, prev.memory_affinity_binds),
+            memory_affinity_unbinds: d(self.memory_affinity_unbinds, prev.memory_affinity_unbinds),
             memory_procs: self.memory_procs.clone(),
         }
         .with_means()
@@ -441,6 +449,8 @@ impl Metrics {
             memory_move_failed: self.memory_move_failed + other.memory_move_failed,
             memory_peak_mbps: self.memory_peak_mbps.max(other.memory_peak_mbps),
             memory_budget_waits: self.memory_budget_waits + other.memory_budget_waits,
+            memory_affinity_binds: self.memory_affinity_binds + other.memory_affinity_binds,
+            memory_affinity_unbinds: self.memory_affinity_unbinds + other.memory_affinity_unbinds,
             memory_procs: other.memory_procs.clone(),
         }
         .with_means()
