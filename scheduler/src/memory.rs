@@ -91,8 +91,12 @@
 //! (taskset, numactl -N, the application) are never touched. It is a hard
 //! bind, visible to sched_getaffinity(2): the reason it is off by default.
 //!
-//! Budget (`--memory-budget-mbps`, default 128 MB/s, about half the
-//! kernel's own NUMA scan size per second at its fastest): a sliding one
+//! Budget (`--memory-budget-mbps`, default 128 MB/s: half of the address
+//! space the kernel's NUMA balancing scans per second at its fastest,
+//! numa_balancing_scan_size_mb = 256 every scan_period_min_ms = 1000, and
+//! well below what one move_pages(2) caller copies on real hardware; in the
+//! TCG lab the guest itself migrates only 10-35 MB/s, so there it does not
+//! bind, and the lab test checks it at 4 MB/s): a sliding one
 //! second window; a move_pages call is made only if the window's bytes
 //! plus the worst case of the call fit, the worst case counting a whole
 //! 2 MB huge page per distinct 2 MB region of the call (a transparent huge
