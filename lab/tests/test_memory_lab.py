@@ -19,10 +19,11 @@ from lab import machines, run
 pytestmark = pytest.mark.lab
 
 MB = 128
-SECONDS = 25
+SECONDS = 35
 # Stated bound on numa2 under TCG: migration there is CPU-bound in the guest (migratepages(8) of 256 MB took
-# 16 s of system time), so 128 MB need about 10 s plus two scans to notice the process.
-REACH_BOUND_S = 25.0
+# 16 s of system time), so 128 MB need about 10 s plus two scans to notice the process on a quiet host; with
+# the host loaded by other guests (load average 10 on 2 cores) it took 24.6 s.
+REACH_BOUND_S = 30.0
 BUDGET_MBPS = 4
 
 
@@ -60,9 +61,9 @@ def run_steps(machine, steps, timeout_s=600):
 
 
 def test_memory_follows_threads_numa2():
-    cmd = f"memlocal -n {MB} -s {SECONDS} -f 1 -c 0"
-    steps = [run.Step(run.parse_sched("scx_locality"), f"echo 'memtest: spread'; {cmd}"),
-             run.Step(run.parse_sched("scx_locality:--memory=off"), f"echo 'memtest: off'; {cmd}")]
+    cmd = f"memlocal -n {MB} -f 1 -c 0 -s"
+    steps = [run.Step(run.parse_sched("scx_locality"), f"echo 'memtest: spread'; {cmd} {SECONDS}"),
+             run.Step(run.parse_sched("scx_locality:--memory=off"), f"echo 'memtest: off'; {cmd} 10")]
     res, out = run_steps("numa2", steps)
     on, off = (final_stats(s.sched_log) for s in res.steps)
 

@@ -843,6 +843,10 @@ fn run(opts: &Opts) -> Result<i32> {
         );
     }
 
+    if opts.memory_node_affinity && opts.memory == MemoryMode::Off {
+        warn!("--memory-node-affinity has no effect with --memory=off (nothing runs)");
+    }
+
     if let Some(secs) = opts.stats {
         let shutdown = shutdown.clone();
         std::thread::spawn(move || {

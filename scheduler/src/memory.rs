@@ -165,6 +165,9 @@ pub const ACTIVE_LEAVE: f64 = 0.27;
 pub const HOME_SWITCH: f64 = 1.25;
 /// A mapping with this share of its pages on one node is private to it.
 pub const PRIVATE_SHARE: f64 = 0.80;
+/// Intervals a process with nothing to move is left alone (no numa_maps
+/// read) unless its home node or active set changes.
+pub const QUIET_SCANS: u64 = 5;
 /// Decay of the per-node runtime per interval.
 pub const RT_DECAY: f64 = 0.5;
 /// Pages per move_pages call.
@@ -511,6 +514,14 @@ struct Proc {
     pages: Vec<u64>,
     /// node its threads are bound to (--memory-node-affinity)
     bound: Option<usize>,
+    /// scan at which `pages` was read from numa_maps
+    maps_scan: u64,
+    /// pages moved since `pages` was read
+    dirty: bool,
+    /// nothing to move at the last look: skip placement until this scan
+    /// unless the home node or the active set changes
+    quiet_until: u64,
+    quiet_key: (Option<usize>, Vec<bool>),
 }
 
 struct Placer {
@@ -743,6 +754,10 @@ impl Placer {
             busy: 0,
             pages: vec![],
             bound: None,
+            maps_scan: 0,
+            dirty: false,
+            quiet_until: 0,
+            quiet_key: (None, vec![]),
         });
         p.seen = scan;
         for x in p.node_rt.iter_mut() {
@@ -772,7 +787,7 @@ impl Placer {
                 Some(x) => rt.saturating_sub(x),
                 None => rt,
             };
-            if prev.is_some() && d > busy_ns {
+            if d > busy_ns {
                 p.busy += 1;
             }
             if let Some(node) = cpu.and_then(|c| self.o.cpu_node.get(c).copied()) {
@@ -806,25 +821,63 @@ impl Placer {
     }
 
     fn place_proc(&mut self, pid: u32, stop: &AtomicBool, deadline: Instant) {
+        let scan = self.scan;
         let Some(p) = self.procs.get(&pid) else { return };
         let Some(home) = p.home else { return };
         let active = p.active.clone();
+        let key = (p.home, active.clone());
+        // numa_maps walks the page tables: do not read it every interval
+        // for a process that had nothing to move and has not changed
+        if scan < p.quiet_until && key == p.quiet_key {
+            return;
+        }
         let Some(text) = read(&format!("/proc/{pid}/numa_maps")) else {
             self.procs.remove(&pid);
             return;
         };
         let vmas: Vec<Vma> = text.lines().filter_map(parse_numa_maps_line).collect();
+        let pages = self.anon_pages(&vmas);
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.pages = pages;
+            p.maps_scan = scan;
+            p.dirty = false;
+        }
+        let work: Vec<(u64, Target)> = vmas
+            .iter()
+            .map(|v| (v.start, plan_vma(self.o.mode, v, &active, home)))
+            .filter(|(_, t)| *t != Target::Keep)
+            .collect();
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.quiet_until = if work.is_empty() { scan + QUIET_SCANS } else { 0 };
+            p.quiet_key = key;
+        }
+        if work.is_empty() {
+            return;
+        }
         let ends = vma_ends(pid);
-        for v in &vmas {
-            let target = plan_vma(self.o.mode, v, &active, home);
-            if target == Target::Keep {
-                continue;
-            }
-            let Some(&end) = ends.get(&v.start) else { continue };
-            if !self.move_vma(pid, v.start, end, &target, &active, stop, deadline) {
+        for (start, target) in &work {
+            let Some(&end) = ends.get(start) else { continue };
+            if !self.move_vma(pid, *start, end, target, &active, stop, deadline) {
                 return;
             }
         }
+    }
+
+    /// Anonymous resident pages per node (in base pages) of these mappings.
+    fn anon_pages(&self, vmas: &[Vma]) -> Vec<u64> {
+        let mut pages = vec![0u64; self.o.nr_nodes.max(1)];
+        for v in vmas {
+            if v.file || v.huge || v.anon == 0 {
+                continue;
+            }
+            for (n, c) in v.nodes.iter().enumerate() {
+                if n < pages.len() {
+                    // numa_maps counts in kernelpagesize units
+                    pages[n] += c * (v.page_kb * 1024 / self.page).max(1);
+                }
+            }
+        }
+        pages
     }
 
     /// Query and move one mapping; false if the pass must end (deadline,
@@ -978,6 +1031,7 @@ impl Placer {
             }
             if let Some(p) = self.procs.get_mut(&pid) {
                 p.migrated += pages;
+                p.dirty |= pages > 0;
             }
             if r == Err(libc::ESRCH) {
                 self.procs.remove(&pid);
@@ -992,22 +1046,21 @@ impl Placer {
     fn publish(&mut self) {
         let mut out = BTreeMap::new();
         let mut seen_pages = vec![];
+        let scan = self.scan;
         for (&pid, p) in &self.procs {
-            let Some(text) = read(&format!("/proc/{pid}/numa_maps")) else { continue };
-            let mut pages = vec![0u64; self.o.nr_nodes.max(1)];
-            for v in text.lines().filter_map(parse_numa_maps_line) {
-                if v.file || v.huge || v.anon == 0 {
-                    continue;
-                }
-                for (n, c) in v.nodes.iter().enumerate() {
-                    if n < pages.len() {
-                        // numa_maps counts in kernelpagesize units
-                        pages[n] += c * (v.page_kb * 1024 / self.page).max(1);
-                    }
-                }
-            }
+            // reuse this pass's read unless pages moved since (or it is old)
+            let reuse = !p.dirty && !p.pages.is_empty() && p.maps_scan + QUIET_SCANS > scan;
+            let pages = if reuse {
+                p.pages.clone()
+            } else {
+                let Some(text) = read(&format!("/proc/{pid}/numa_maps")) else { continue };
+                let vmas: Vec<Vma> = text.lines().filter_map(parse_numa_maps_line).collect();
+                self.anon_pages(&vmas)
+            };
             let loc = locality(&p.node_rt, &pages);
-            seen_pages.push((pid, pages.clone()));
+            if !reuse {
+                seen_pages.push((pid, pages.clone()));
+            }
             out.insert(
                 pid,
                 MemProc {
@@ -1027,6 +1080,8 @@ impl Placer {
         for (pid, pages) in seen_pages {
             if let Some(p) = self.procs.get_mut(&pid) {
                 p.pages = pages;
+                p.maps_scan = scan;
+                p.dirty = false;
             }
         }
         if let Ok(mut s) = self.stats.lock() {
