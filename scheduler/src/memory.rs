@@ -126,6 +126,18 @@
 //! min(runtime share, page share): for a single-node process exactly the
 //! share of its pages on that node; 1.0 when pages sit where threads run in
 //! the same proportions.
+//!
+//! Measured (numa2, QEMU TCG, 2026-11; lab/tests/test_memory_lab.py and
+//! lab/benchmarks/memory-jbb2.toml): 128 MB first touched on node 1,
+//! computed on from node 0 by 4 threads, reaches 90% locality in 10-11 s on
+//! a quiet host, 24.6 s with the host loaded (the guest migrates 10-35
+//! MB/s: copying is CPU-bound under TCG); --memory=off leaves it at 0%.
+//! Budget 4 MB/s: pgmigrate_success sampled every second peaked at 3.7
+//! MB/s. Two 4-thread jbb instances: without --memory-node-affinity the
+//! BPF side spreads each over both nodes (busiest-node share about 0.52),
+//! so memory cannot be made local to one node; with it both settle (share
+//! 0.99, heap locality 1.00, 3 boots). TCG does not make remote memory
+//! slower, so throughput there shows overhead and noise, not locality.
 
 use serde::{Deserialize, Serialize};
 use scx_stats_derive::Stats;
