@@ -36,7 +36,7 @@ from . import image, machines, paths, peers, run, setup
 BENCH_DIR = paths.REPO / "lab" / "benchmarks"
 ABLATION_FILE = BENCH_DIR / "ablation.toml"
 WORKLOADS_DIR = paths.REPO / "workloads"
-WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob"]
+WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal"]
 RESULTS_VERSION = 1
 
 # Sampler periods (ms): last CPU of every task, se.nr_migrations, /proc/stat; and the most of one CPU (percent)

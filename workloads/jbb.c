@@ -12,7 +12,11 @@
  * allocate an order object (malloc) and the ring frees the oldest. Locks are striped per warehouse.
  * Two instances run side by side model the two-JVM SPECjbb runs of the NUMA balancing papers.
  *
- * Output: "jbb_ops_per_s: N" (transactions per second over the measured window) and per-kind counts.
+ * Output: "jbb_ops_per_s: N" (transactions per second over the measured window) and per-kind counts; and where
+ * it ran and where its memory is: "jbb_home_node: N" (the node on which its threads did most transactions in
+ * the window, from sched_getcpu() every 256 transactions), "jbb_node_ops_share: F" (their share on that node)
+ * and "jbb_mem_local: F" (share of the resident pages of its item and customer tables on that node at the end
+ * of the window, asked of the kernel with move_pages(2) and nodes = NULL, which only queries).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -22,9 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define STRIPES 64
+#define MAX_NODES 64
+#define MAX_CPUS 4096
 #define RING 4096
 #define CUSTOMERS_PER_WH 3000
 
@@ -70,6 +78,68 @@ static struct warehouse *wh;
 static int nr_wh, nr_threads;
 static long items_per_wh;
 static _Atomic int stop, measuring;
+static short cpu_node[MAX_CPUS];
+
+/* CPU -> node from sysfs (node<N>/cpulist); CPUs of no node read as node 0. */
+static void read_cpu_nodes(void)
+{
+	for (int n = 0; n < MAX_NODES; n++) {
+		char path[96], line[4096], *p;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", n);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f))
+			for (p = line; *p && *p != '\n';) {
+				long a = strtol(p, &p, 10), b = a;
+
+				if (*p == '-')
+					b = strtol(p + 1, &p, 10);
+				for (long c = a; c <= b && c < MAX_CPUS; c++)
+					cpu_node[c] = (short)n;
+				if (*p == ',')
+					p++;
+			}
+		fclose(f);
+	}
+}
+
+/* Share of the resident pages of the warehouses' tables on `node`. */
+static double heap_local(int node)
+{
+	long page = sysconf(_SC_PAGESIZE), n = 0, here = 0, present = 0;
+	void **pages;
+	int *status;
+
+	for (int i = 0; i < nr_wh; i++)
+		n += (long)(sizeof(struct item) * wh[i].nr_items / page + 2) +
+		     (long)(sizeof(struct customer) * CUSTOMERS_PER_WH / page + 2);
+	pages = malloc(sizeof(*pages) * n);
+	status = malloc(sizeof(*status) * n);
+	if (!pages || !status)
+		return -1;
+	n = 0;
+	for (int i = 0; i < nr_wh; i++) {
+		char *a = (char *)wh[i].items, *c = (char *)wh[i].customers;
+
+		for (size_t off = 0; off < sizeof(struct item) * wh[i].nr_items; off += page)
+			pages[n++] = a + off;
+		for (size_t off = 0; off < sizeof(struct customer) * CUSTOMERS_PER_WH; off += page)
+			pages[n++] = c + off;
+	}
+	if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0) < 0)
+		return -1;
+	for (long k = 0; k < n; k++)
+		if (status[k] >= 0) {
+			present++;
+			here += status[k] == node;
+		}
+	free(pages);
+	free(status);
+	return present ? (double)here / (double)present : -1;
+}
 
 enum { NEW_ORDER, PAYMENT, ORDER_STATUS, DELIVERY, STOCK_LEVEL, NR_KINDS };
 static const char *kind_name[NR_KINDS] = {"new_order", "payment", "order_status", "delivery", "stock_level"};
@@ -79,6 +149,7 @@ struct thread {
 	int id, home;
 	uint64_t rng;
 	uint64_t count[NR_KINDS];
+	uint64_t node_ops[MAX_NODES];
 	pthread_barrier_t *ready;
 } __attribute__((aligned(64)));
 
@@ -267,8 +338,14 @@ static void *thread_main(void *arg)
 		case DELIVERY: delivery(t); break;
 		default: stock_level(t); break;
 		}
-		if (rec)
+		if (rec) {
 			t->count[kind]++;
+			if (!(t->count[kind] & 255)) {
+				int cpu = sched_getcpu();
+
+				t->node_ops[cpu >= 0 && cpu < MAX_CPUS ? cpu_node[cpu] : 0] += 256;
+			}
+		}
 	}
 	return NULL;
 }
@@ -289,9 +366,12 @@ int main(int argc, char **argv)
 	int opt;
 	struct thread *th;
 	pthread_barrier_t ready;
-	uint64_t total = 0, per_kind[NR_KINDS] = {0};
+	uint64_t total = 0, per_kind[NR_KINDS] = {0}, node_ops[MAX_NODES] = {0}, node_sum = 0;
+	int home = 0;
+	double local;
 
 	nr_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	read_cpu_nodes();
 	nr_wh = 0;
 	while ((opt = getopt(argc, argv, "t:W:m:r:w:s:")) != -1) {
 		switch (opt) {
@@ -344,8 +424,18 @@ int main(int argc, char **argv)
 	atomic_store(&measuring, 0);
 	t1 = now_s();
 	atomic_store(&stop, 1);
-	for (int i = 0; i < nr_threads; i++) {
+	for (int i = 0; i < nr_threads; i++)
 		pthread_join(th[i].th, NULL);
+	for (int i = 0; i < nr_threads; i++)
+		for (int n = 0; n < MAX_NODES; n++) {
+			node_ops[n] += th[i].node_ops[n];
+			node_sum += th[i].node_ops[n];
+		}
+	for (int n = 1; n < MAX_NODES; n++)
+		if (node_ops[n] > node_ops[home])
+			home = n;
+	local = heap_local(home);
+	for (int i = 0; i < nr_threads; i++) {
 		for (int k = 0; k < NR_KINDS; k++) {
 			per_kind[k] += th[i].count[k];
 			total += th[i].count[k];
@@ -354,5 +444,8 @@ int main(int argc, char **argv)
 	for (int k = 0; k < NR_KINDS; k++)
 		printf("jbb_%s: %llu\n", kind_name[k], (unsigned long long)per_kind[k]);
 	printf("jbb_ops_per_s: %.1f\n", (double)total / (t1 - t0));
+	printf("jbb_home_node: %d\n", home);
+	printf("jbb_node_ops_share: %.3f\n", node_sum ? (double)node_ops[home] / (double)node_sum : 0.0);
+	printf("jbb_mem_local: %.3f\n", local);
 	return total ? 0 : 1;
 }

@@ -18,6 +18,8 @@
 //! --cache-wake-aggr, --aggr-tolerance, --cache-switch-ratio,
 //! --epoch-period-ms, --epoch-affinity-timeout, --overaggr-pct, --imb-pct,
 //! --cache-top (cache-aware scheduling, see cache.rs and bpf/cache.bpf.c),
+//! --memory, --memory-budget-mbps, --memory-interval-ms (memory placement,
+//! agent-side, see memory.rs),
 //! --topology-override FILE, --stats SECS, --monitor SECS, --exit-dump-len,
 //! -v.
 //!
@@ -49,6 +51,7 @@
 mod bpf_intf;
 mod bpf_skel;
 mod cache;
+mod memory;
 mod numa;
 mod stats;
 mod topology;
@@ -70,6 +73,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use memory::MemoryMode;
 use numa::NumaBalance;
 use stats::{Metrics, ProgRunTime, NR_STATS};
 use topology::{Topo, MAX_SMT};
@@ -210,6 +214,32 @@ struct Opts {
     #[arg(long, default_value_t = 8,
           value_parser = clap::value_parser!(u64).range(0..=1000))]
     cache_top: u64,
+
+    /// Memory placement (agent-side, memory.rs): off does nothing at all;
+    /// local moves each process's memory to its home node; spread (van
+    /// Riel 2014) does that for single-node processes and, for processes
+    /// spanning nodes, keeps private memory on its node and spreads shared
+    /// memory over the active nodes.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = MemoryMode::Spread)]
+    memory: MemoryMode,
+
+    /// Memory placement: most MB migrated in any one second.
+    #[arg(long, default_value_t = 128,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    memory_budget_mbps: u64,
+
+    /// Memory placement: bind each process whose busy threads fit one node
+    /// to a node (the one holding its memory if it has room), so that it
+    /// becomes single-node and its memory can follow; restricted threads
+    /// are left alone, masks are given back on exit. Off by default: it
+    /// overrides the CPU affinity the application sees.
+    #[arg(long)]
+    memory_node_affinity: bool,
+
+    /// Memory placement: period of the /proc scan, in milliseconds.
+    #[arg(long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    memory_interval_ms: u64,
 
     /// JSON file replacing the LLC grouping, e.g. {"llcs": ["0-3", "4-7"]}.
     #[arg(long, value_name = "FILE")]
@@ -397,6 +427,12 @@ struct Scheduler<'a> {
     /// exited (its entry deleted) still shows in the final statistics.
     cache_seen: BTreeMap<u32, cache::CacheProc>,
     cache_last: std::time::Instant,
+    /// The memory placement thread (None with --memory=off).
+    memory: Option<memory::MemoryThread>,
+    memory_mode: MemoryMode,
+    memory_budget_mbps: u64,
+    /// Its stats once stopped.
+    memory_last: memory::MemStats,
 }
 
 impl<'a> Scheduler<'a> {
@@ -505,7 +541,7 @@ impl<'a> Scheduler<'a> {
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, wake_gran={}us, \
              steal_cross_node={}, push_cross_node={}, numa_balance={}, numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
-             slice={}us, topology={})",
+             memory={}, memory_budget={}MB/s, slice={}us, topology={})",
             topo.possible_cpus().len(),
             topo.nr_llcs,
             topo.nr_nodes,
@@ -520,15 +556,38 @@ impl<'a> Scheduler<'a> {
             on_off(cache_on),
             on_off(cache_on && opts.cache_wake_aggr),
             opts.epoch_period_ms,
+            opts.memory.name(),
+            opts.memory_budget_mbps,
             opts.slice_us,
             if topo.overridden { "override" } else { "sysfs" },
         );
         let _ = std::io::stdout().flush();
         info!("topology: {}", topo.describe());
 
+        // Memory placement runs on its own thread (never in this loop).
+        let memory = memory::MemoryThread::start(memory::MemOpts {
+            mode: opts.memory,
+            budget_mbps: opts.memory_budget_mbps,
+            interval_ms: opts.memory_interval_ms,
+            cpu_node: topo
+                .cpus
+                .iter()
+                .map(|c| c.as_ref().map(|p| p.node).unwrap_or(usize::MAX))
+                .collect(),
+            nr_nodes: topo.nr_nodes,
+            node_affinity: opts.memory_node_affinity,
+        });
+        if opts.memory != MemoryMode::Off && memory.is_none() {
+            warn!("memory placement thread could not start; going on without it");
+        }
+
         Ok(Self {
             skel,
             link: Some(link),
+            memory,
+            memory_mode: opts.memory,
+            memory_budget_mbps: opts.memory_budget_mbps,
+            memory_last: Default::default(),
             server,
             nr_llcs: topo.nr_llcs as usize,
             cache_top: opts.cache_top as usize,
@@ -647,6 +706,11 @@ impl<'a> Scheduler<'a> {
         let mut m = Metrics::from_counters(&self.counters());
         m.cache_procs = self.cache_procs();
         m.bpf_prog = self.prog_run_times();
+        let mem = match &self.memory {
+            Some(t) => t.snapshot(),
+            None => self.memory_last.clone(),
+        };
+        m.set_memory(self.memory_mode.name(), self.memory_budget_mbps, &mem);
         if let Some(bss) = self.skel.maps.bss_data.as_ref() {
             let n = (self.skel.maps.rodata_data.as_ref().map(|r| r.nr_nodes).unwrap_or(1) as usize)
                 .min(bss.node_load.len());
@@ -683,6 +747,12 @@ impl<'a> Scheduler<'a> {
             }
         }
 
+        // stop the memory thread first: its last numbers go into `m`
+        if let Some(t) = self.memory.take() {
+            let stats = t.stats.clone();
+            drop(t);
+            self.memory_last = stats.lock().map(|s| s.clone()).unwrap_or_default();
+        }
         let m = self.metrics();
         let exited_on_its_own = uei_exited!(&self.skel, uei);
         // Detach (a no-op for the kernel if it already disabled us).
@@ -783,6 +853,10 @@ fn run(opts: &Opts) -> Result<i32> {
             "--steal-cross-node is ignored with --numa-balance={}: the policy decides",
             opts.numa_mode().name()
         );
+    }
+
+    if opts.memory_node_affinity && opts.memory == MemoryMode::Off {
+        warn!("--memory-node-affinity has no effect with --memory=off (nothing runs)");
     }
 
     if let Some(secs) = opts.stats {
@@ -943,6 +1017,31 @@ mod tests {
         }
         assert_eq!(parse(&["--imb-pct=0"]).unwrap().imb_pct, 0);
         assert_eq!(parse(&["--aggr-tolerance=100"]).unwrap().aggr_tolerance, 100);
+    }
+
+    #[test]
+    fn memory_flags() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.memory, MemoryMode::Spread);
+        assert_eq!((o.memory_budget_mbps, o.memory_interval_ms), (128, 1000));
+        assert!(!o.memory_node_affinity);
+        assert!(parse(&["--memory-node-affinity"]).unwrap().memory_node_affinity);
+        assert_eq!(parse(&["--memory=off"]).unwrap().memory, MemoryMode::Off);
+        assert_eq!(parse(&["--memory", "local"]).unwrap().memory, MemoryMode::Local);
+        assert_eq!(parse(&["--memory-budget-mbps=1"]).unwrap().memory_budget_mbps, 1);
+        assert_eq!(parse(&["--memory-interval-ms=100"]).unwrap().memory_interval_ms, 100);
+        for bad in [
+            "--memory=bogus",
+            "--memory-budget-mbps=0",
+            "--memory-budget-mbps=100001",
+            "--memory-interval-ms=99",
+            "--memory-interval-ms=60001",
+        ] {
+            let e = parse(&[bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let flag = bad.split('=').next().unwrap();
+            assert!(flag_error_line(&e).contains(flag), "{bad}: {e}");
+        }
     }
 
     #[test]

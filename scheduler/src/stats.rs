@@ -49,6 +49,10 @@
 //!   by runtime (tgid, comm, preferred LLC, share of their runtime in it,
 //!   top LLC), exited ones from the agent's last snapshot (100 ms).
 //! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
+//! - memory_*: memory placement (memory.rs, agent-side): mode, budget,
+//!   scans, pages / MB migrated, pages refused, the largest MB moved in one
+//!   second, budget waits; memory_procs: per process home node, active
+//!   nodes, anonymous RSS, pages per node and memory locality.
 
 use anyhow::Result;
 use scx_stats::prelude::*;
@@ -62,6 +66,7 @@ use std::time::Duration;
 
 use crate::bpf_intf as intf;
 use crate::cache::CacheProc;
+use crate::memory::MemProc;
 
 pub const NR_STATS: usize = intf::locality_stat_LOC_NR_STATS as usize;
 
@@ -195,6 +200,28 @@ pub struct Metrics {
     pub cache_procs: Vec<CacheProc>,
     #[stat(desc = "per-callback BPF run time (needs kernel.bpf_stats_enabled=1)")]
     pub bpf_prog: BTreeMap<String, ProgRunTime>,
+    #[stat(desc = "memory placement: mode (off, local, spread)")]
+    pub memory_mode: String,
+    #[stat(desc = "memory placement: migration budget, MB/s")]
+    pub memory_budget_mbps: u64,
+    #[stat(desc = "memory placement: scans of /proc done")]
+    pub memory_scans: u64,
+    #[stat(desc = "memory placement: pages migrated (base pages)")]
+    pub memory_pages_migrated: u64,
+    #[stat(desc = "memory placement: MB migrated")]
+    pub memory_mb_migrated: f64,
+    #[stat(desc = "memory placement: pages the kernel did not move")]
+    pub memory_move_failed: u64,
+    #[stat(desc = "memory placement: largest MB migrated in any one-second window")]
+    pub memory_peak_mbps: f64,
+    #[stat(desc = "memory placement: times the mover waited for the budget")]
+    pub memory_budget_waits: u64,
+    #[stat(desc = "memory placement: processes bound to a node (--memory-node-affinity)")]
+    pub memory_affinity_binds: u64,
+    #[stat(desc = "memory placement: processes unbound")]
+    pub memory_affinity_unbinds: u64,
+    #[stat(desc = "memory placement: per process home, active nodes, locality")]
+    pub memory_procs: Vec<MemProc>,
 }
 
 impl Metrics {
@@ -257,7 +284,26 @@ impl Metrics {
             load_samples: 0,
             max_wait_ms: 0.0,
             bpf_prog: BTreeMap::new(),
+            ..Default::default()
         }
+    }
+
+    /// Fill the memory placement fields from the memory thread's stats.
+    pub fn set_memory(&mut self, mode: &str, budget_mbps: u64, m: &crate::memory::MemStats) {
+        self.memory_mode = mode.to_string();
+        self.memory_budget_mbps = budget_mbps;
+        self.memory_scans = m.scans;
+        self.memory_pages_migrated = m.pages_migrated;
+        self.memory_mb_migrated = round2(m.bytes_migrated as f64 / (1u64 << 20) as f64);
+        self.memory_move_failed = m.move_failed;
+        self.memory_peak_mbps = round2(m.peak_bytes_per_s as f64 / (1u64 << 20) as f64);
+        self.memory_budget_waits = m.budget_waits;
+        self.memory_affinity_binds = m.affinity_binds;
+        self.memory_affinity_unbinds = m.affinity_unbinds;
+        let mut procs: Vec<MemProc> = m.procs.values().cloned().collect();
+        procs.sort_by(|a, b| b.runtime_ms.total_cmp(&a.runtime_ms));
+        procs.truncate(16);
+        self.memory_procs = procs;
     }
 
     /// self - prev, counter by counter (for interval reports).
@@ -334,6 +380,17 @@ impl Metrics {
             // a high-water mark: the interval shows it as it is
             max_wait_ms: self.max_wait_ms,
             bpf_prog,
+            memory_mode: self.memory_mode.clone(),
+            memory_budget_mbps: self.memory_budget_mbps,
+            memory_scans: d(self.memory_scans, prev.memory_scans),
+            memory_pages_migrated: d(self.memory_pages_migrated, prev.memory_pages_migrated),
+            memory_mb_migrated: round2((self.memory_mb_migrated - prev.memory_mb_migrated).max(0.0)),
+            memory_move_failed: d(self.memory_move_failed, prev.memory_move_failed),
+            memory_peak_mbps: self.memory_peak_mbps,
+            memory_budget_waits: d(self.memory_budget_waits, prev.memory_budget_waits),
+            memory_affinity_binds: d(self.memory_affinity_binds, prev.memory_affinity_binds),
+            memory_affinity_unbinds: d(self.memory_affinity_unbinds, prev.memory_affinity_unbinds),
+            memory_procs: self.memory_procs.clone(),
         }
         .with_means()
     }
@@ -405,6 +462,18 @@ impl Metrics {
             load_samples: self.load_samples + other.load_samples,
             max_wait_ms: self.max_wait_ms.max(other.max_wait_ms),
             bpf_prog,
+            // the later incarnation's settings and snapshot
+            memory_mode: other.memory_mode.clone(),
+            memory_budget_mbps: other.memory_budget_mbps,
+            memory_scans: self.memory_scans + other.memory_scans,
+            memory_pages_migrated: self.memory_pages_migrated + other.memory_pages_migrated,
+            memory_mb_migrated: round2(self.memory_mb_migrated + other.memory_mb_migrated),
+            memory_move_failed: self.memory_move_failed + other.memory_move_failed,
+            memory_peak_mbps: self.memory_peak_mbps.max(other.memory_peak_mbps),
+            memory_budget_waits: self.memory_budget_waits + other.memory_budget_waits,
+            memory_affinity_binds: self.memory_affinity_binds + other.memory_affinity_binds,
+            memory_affinity_unbinds: self.memory_affinity_unbinds + other.memory_affinity_unbinds,
+            memory_procs: other.memory_procs.clone(),
         }
         .with_means()
     }
@@ -529,6 +598,33 @@ impl Metrics {
                 p.runtime_ms
             )?;
         }
+        writeln!(
+            w,
+            "  memory mode={} budget={}MB/s scans={} migrated={} pages ({:.1} MB) failed={} \
+             peak={:.1}MB/s waits={}",
+            if self.memory_mode.is_empty() { "off" } else { &self.memory_mode },
+            self.memory_budget_mbps,
+            self.memory_scans,
+            self.memory_pages_migrated,
+            self.memory_mb_migrated,
+            self.memory_move_failed,
+            self.memory_peak_mbps,
+            self.memory_budget_waits
+        )?;
+        for p in &self.memory_procs {
+            writeln!(
+                w,
+                "    mem  {:>7} {:<16} home={} active={:?} rss={:.1}MB locality={:.1}% pages_node={:?} migrated={}",
+                p.tgid,
+                p.comm,
+                p.home,
+                p.active,
+                p.rss_mb,
+                p.locality * 100.0,
+                p.pages_node,
+                p.pages_migrated
+            )?;
+        }
         if !self.bpf_prog.is_empty() {
             let parts: Vec<String> = self
                 .bpf_prog
@@ -563,6 +659,7 @@ pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
         .add_meta(Metrics::meta())
         .add_meta(ProgRunTime::meta())
         .add_meta(CacheProc::meta())
+        .add_meta(MemProc::meta())
         .add_stats(
             "top",
             Box::new(move |_args, (req, res)| {

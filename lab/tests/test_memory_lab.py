@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""Memory placement of scx_locality (scheduler/src/memory.rs) in real guests (marked `lab`).
+
+- Memory follows the threads: memlocal first-touches 128 MB from node 1, then computes from node 0 with 4
+  threads; with the default --memory (spread) its own measure of locality (move_pages query) reaches 90%
+  within REACH_BOUND_S; with --memory=off it stays remote and nothing is migrated (so the test can fail).
+- The budget holds: with --memory-budget-mbps=4, pgmigrate_success sampled in the guest every second never
+  rises faster than the budget (one call's worst case of slack for the sampling skew), the agent's own
+  one-second peak is within it, and the budget was the limit (it moved close to 4 MB/s).
+"""
+import io
+import json
+import re
+
+import pytest
+
+from lab import machines, run
+
+pytestmark = pytest.mark.lab
+
+MB = 128
+SECONDS = 35
+# Stated bound on numa2 under TCG: migration there is CPU-bound in the guest (migratepages(8) of 256 MB took
+# 16 s of system time), so 128 MB need about 10 s plus two scans to notice the process on a quiet host; with
+# the host loaded by other guests (load average 10 on 2 cores) it took 24.6 s.
+REACH_BOUND_S = 30.0
+BUDGET_MBPS = 4
+
+
+def final_stats(sched_log):
+    for line in open(sched_log):
+        if line.startswith("scx_locality-final-stats: "):
+            return json.loads(line.split(": ", 1)[1])
+    raise AssertionError(f"no final stats line in {sched_log}")
+
+
+def sections(text):
+    """Console text split at the 'memtest: NAME' markers the steps echo."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^memtest: (\S+)\s*$", line)
+        if m:
+            cur = m.group(1)
+            out[cur] = []
+        elif cur:
+            out[cur].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def figure(text, name):
+    m = re.search(rf"^{name}:\s*(-?[0-9.]+)", text, re.M)
+    assert m, f"{name} missing in:\n{text[-2000:]}"
+    return float(m.group(1))
+
+
+def run_steps(machine, steps, timeout_s=600):
+    buf = io.StringIO()
+    res = run.run_job(machines.load(machine), steps, timeout_s=timeout_s, stream=buf, build_scheduler=False)
+    assert res.exit_code() == run.EXIT_OK, (res, buf.getvalue()[-3000:])
+    return res, sections(buf.getvalue())
+
+
+def test_memory_follows_threads_numa2():
+    cmd = f"memlocal -n {MB} -f 1 -c 0 -s"
+    steps = [run.Step(run.parse_sched("scx_locality"), f"echo 'memtest: spread'; {cmd} {SECONDS}"),
+             run.Step(run.parse_sched("scx_locality:--memory=off"), f"echo 'memtest: off'; {cmd} 10")]
+    res, out = run_steps("numa2", steps)
+    on, off = (final_stats(s.sched_log) for s in res.steps)
+
+    # default mode: memory comes to node 0 within the bound
+    reach = figure(out["spread"], "memlocal_reach90_s")
+    assert 0 <= reach <= REACH_BOUND_S, out["spread"][-1500:]
+    assert figure(out["spread"], "memlocal_final_local") >= 0.90
+    assert on["memory_mode"] == "spread"
+    assert on["memory_mb_migrated"] >= 0.85 * MB
+    procs = [p for p in on["memory_procs"] if p["comm"] == "memlocal"]
+    assert procs and procs[0]["home"] == 0 and procs[0]["active"] == [0], on["memory_procs"]
+    assert procs[0]["locality"] >= 0.85, procs
+
+    # --memory=off: nothing moves, the memory stays where it was first touched
+    assert figure(out["off"], "memlocal_final_local") < 0.10
+    assert off["memory_mode"] == "off"
+    assert off["memory_pages_migrated"] == 0 and off["memory_scans"] == 0
+
+
+SAMPLER = ("(while :; do set -- $(cat /proc/uptime); echo \"vmstat: $1 $(grep '^pgmigrate_success ' /proc/vmstat "
+           "| cut -d' ' -f2)\"; sleep 1; done) & s=$!; ")
+
+
+def test_budget_holds_numa2():
+    cmd = (f"echo 'memtest: budget'; {SAMPLER} memlocal -n 64 -s 20 -f 1 -c 0; kill $s")
+    res, out = run_steps("numa2", [run.Step(run.parse_sched(f"scx_locality:--memory-budget-mbps={BUDGET_MBPS}"),
+                                            cmd)])
+    st = final_stats(res.steps[0].sched_log)
+    samples = [(float(t), int(p)) for t, p in re.findall(r"^vmstat: ([0-9.]+) (\d+)", out["budget"], re.M)]
+    assert len(samples) >= 10, out["budget"][-1500:]
+    worst_call_mb = 2.0  # one move_pages call: a 2 MB huge page at most at this budget
+    rates = []
+    for (t0, p0), (t1, p1) in zip(samples, samples[1:]):
+        mb = (p1 - p0) * 4096 / 2**20
+        rates.append(mb / (t1 - t0))
+        assert mb <= BUDGET_MBPS * (t1 - t0) + worst_call_mb, f"{mb:.1f} MB in {t1 - t0:.2f} s: {samples}"
+    assert st["memory_peak_mbps"] <= BUDGET_MBPS
+    assert st["memory_budget_mbps"] == BUDGET_MBPS
+    # the budget was binding: it moved, at about the budget, for several seconds
+    total = (samples[-1][1] - samples[0][1]) * 4096 / 2**20
+    span = samples[-1][0] - samples[0][0]
+    assert total >= 0.5 * BUDGET_MBPS * min(span, 64 / BUDGET_MBPS), (total, span, rates)
+    assert total / span <= BUDGET_MBPS * 1.05, (total, span)
+
+
+def test_two_instances_settle_numa2():
+    """The seed's two-instance shape, short: two 4-thread jbb instances with --memory-node-affinity each end with
+    at least 90% of their transactions on one node (a different one each) and at least 90% of their heap there.
+    Without the switch (measured: node shares about 0.55) the first check fails."""
+    cmd = ("echo 'memtest: jbb2'; a=\"-t $(( $(nproc) / 2 )) -m 96 -r 15 -w 1\"; "
+           "jbb $a -s 1 & jbb $a -s 2 & wait")
+    res, out = run_steps("numa2", [run.Step(run.parse_sched("scx_locality:--memory-node-affinity"), cmd)])
+    text = out["jbb2"]
+    homes = [int(x) for x in re.findall(r"^jbb_home_node:\s*(\d+)", text, re.M)]
+    shares = [float(x) for x in re.findall(r"^jbb_node_ops_share:\s*([0-9.]+)", text, re.M)]
+    local = [float(x) for x in re.findall(r"^jbb_mem_local:\s*(-?[0-9.]+)", text, re.M)]
+    assert len(homes) == len(shares) == len(local) == 2, text[-2000:]
+    assert sorted(homes) == [0, 1], text[-2000:]
+    assert min(shares) >= 0.90, shares
+    assert min(local) >= 0.90, local
+    st = final_stats(res.steps[0].sched_log)
+    assert st["memory_affinity_binds"] >= 2
+    assert sorted(p["bound_node"] for p in st["memory_procs"] if p["comm"] == "jbb") == [0, 1]
