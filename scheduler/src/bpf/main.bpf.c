@@ -134,7 +134,8 @@ u32 nr_offline;				/* possible CPUs currently offline */
  * overloaded[cpu]: the CPU's DSQ had a task that other CPUs may run
  * queued behind a running one. A hint for stealers (the seed's overload
  * mask), set in ops.enqueue and refreshed whenever someone looks at that
- * DSQ (cleared when it is empty or a full walk found only pinned tasks). Races only make it stale:
+ * DSQ (cleared when it is empty). Pinned tasks have their own DSQ and
+ * never set it. Races only make it stale:
  * a stale 1 costs one short DSQ walk; a stale 0 delays stealing until the
  * next insert there. Neither strands a task: the owner drains its own DSQ
  * regardless, and offline CPUs' DSQs are drained without the hint.

@@ -57,7 +57,6 @@
  */
 static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 {
-	bool movable = false;	/* saw a queued task some other CPU may run */
 	struct task_struct *p;
 	struct task_ctx *tctx = NULL;
 	bool cross = flags & STEAL_CROSS;
@@ -67,12 +66,8 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 	u64 dsq = flags & STEAL_PINNED ? pinned_dsq(victim) : (u64)victim;
 
 	bpf_for_each(scx_dsq, p, dsq, 0) {
-		if (++seen > STEAL_SCAN_MAX) {
-			movable = true;	/* not walked to the end: keep the hint */
+		if (++seen > STEAL_SCAN_MAX)
 			break;
-		}
-		if (p->nr_cpus_allowed > 1 && !scx_bpf_task_running(p))
-			movable = true;
 		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
 		if (scx_bpf_task_running(p))
@@ -109,9 +104,6 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 			return true;
 		}
 	}
-	/* only pinned (or running) tasks there: stop advertising it */
-	if (!movable && !(flags & STEAL_PINNED))
-		overloaded[victim & CPU_MASK] = 0;
 	return false;
 }
 
