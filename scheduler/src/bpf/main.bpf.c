@@ -509,30 +509,42 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 }
 
 /*
- * Move the lower-vtime head of @cpu's two DSQs to its local DSQ (the other
- * one if that fails: a stealer may have taken the head meanwhile).
+ * The vtime of @dsq_id's first task, or false if the DSQ is empty. Read
+ * with the DSQ iterator, which takes the DSQ's lock, and not with the
+ * lockless scx_bpf_dsq_peek(): its cached first-task pointer can read NULL
+ * for a non-empty DSQ. On big64 under stress-ng that left a CPU idle for
+ * 24 s with 197 tasks in its pinned DSQ (RCU stall, ejection); scx_mitosis
+ * reported the same symptom (sched-ext/scx#3489).
+ */
+static bool dsq_head_vtime(u64 dsq_id, u64 *vtime)
+{
+	struct task_struct *p;
+	bool found = false;
+
+	bpf_for_each(scx_dsq, p, dsq_id, 0) {
+		*vtime = p->scx.dsq_vtime;
+		found = true;
+		break;
+	}
+	return found;
+}
+
+/*
+ * Move the lower-vtime head of @cpu's two DSQs to its local DSQ. Both are
+ * always tried, whatever the head comparison saw: a stealer may take the
+ * head meanwhile, and an emptiness test is only a hint. The comparison (two
+ * locked reads) is made only when both DSQs hold tasks.
  */
 static bool dispatch_own(s32 cpu)
 {
-	struct task_struct *p;
-	u64 first = cpu, second = pinned_dsq(cpu), t, va = 0;
-	bool has_a = false;
+	u64 first = cpu, second = pinned_dsq(cpu), t, va, vb;
 
-	/* (no pointer tests combined: the verifier refuses "ptr | ptr") */
-	p = __COMPAT_scx_bpf_dsq_peek(first);
-	if (p) {
-		has_a = true;
-		va = p->scx.dsq_vtime;
-	}
-	p = __COMPAT_scx_bpf_dsq_peek(second);
-	if (p) {
-		if (!has_a || time_before(p->scx.dsq_vtime, va)) {
-			t = first;
-			first = second;
-			second = t;
-		}
-	} else if (!has_a) {
-		return false;
+	if (scx_bpf_dsq_nr_queued(first) > 0 && scx_bpf_dsq_nr_queued(second) > 0 &&
+	    dsq_head_vtime(first, &va) && dsq_head_vtime(second, &vb) &&
+	    time_before(vb, va)) {
+		t = first;
+		first = second;
+		second = t;
 	}
 	return scx_bpf_dsq_move_to_local(first, 0) ||
 	       scx_bpf_dsq_move_to_local(second, 0);
