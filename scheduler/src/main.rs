@@ -726,6 +726,18 @@ impl<'a> Scheduler<'a> {
                 unsafe { std::ptr::read_volatile(&bss.load_samples) },
             );
             m.max_wait_ms = unsafe { std::ptr::read_volatile(&bss.max_wait_ns) } as f64 / 1e6;
+            let (pid, cpu, allowed, queued) = unsafe {
+                (
+                    std::ptr::read_volatile(&bss.max_wait_pid),
+                    std::ptr::read_volatile(&bss.max_wait_cpu),
+                    std::ptr::read_volatile(&bss.max_wait_allowed),
+                    std::ptr::read_volatile(&bss.max_wait_queued),
+                )
+            };
+            if pid > 0 {
+                m.max_wait_task =
+                    format!("pid {pid} cpu {cpu} allowed {allowed} queued {queued}");
+            }
         }
         m
     }

@@ -36,7 +36,8 @@
 //!   load_samples).
 //! - max_wait_ms: the longest a queued task waited before it ran, since
 //!   load (a high-water mark; the stall watchdog only sees it cross its
-//!   timeout).
+//!   timeout); max_wait_task says who: pid, the CPU it ran on, how many
+//!   CPUs it may use (1 = pinned) and how many tasks were still queued there.
 //! - cache_*: cache-aware scheduling (cache.bpf.c): cache_pref_set /
 //!   _switch (preferences set / changed), cache_drop_fit / _overload
 //!   (preferences dropped at an epoch), cache_drop_timeout (lookups that
@@ -170,6 +171,8 @@ pub struct Metrics {
     pub load_samples: u64,
     #[stat(desc = "longest wait of a queued task before it ran, ms, since load")]
     pub max_wait_ms: f64,
+    #[stat(desc = "who waited max_wait_ms: pid, CPU, allowed CPUs, tasks still queued there")]
+    pub max_wait_task: String,
     #[stat(desc = "cache-aware: a process got a preferred LLC")]
     pub cache_pref_set: u64,
     #[stat(desc = "cache-aware: a process switched preferred LLC (hysteresis passed)")]
@@ -283,6 +286,7 @@ impl Metrics {
             node_load_sum: vec![],
             load_samples: 0,
             max_wait_ms: 0.0,
+            max_wait_task: String::new(),
             bpf_prog: BTreeMap::new(),
             ..Default::default()
         }
@@ -379,6 +383,7 @@ impl Metrics {
             load_samples: d(self.load_samples, prev.load_samples),
             // a high-water mark: the interval shows it as it is
             max_wait_ms: self.max_wait_ms,
+            max_wait_task: self.max_wait_task.clone(),
             bpf_prog,
             memory_mode: self.memory_mode.clone(),
             memory_budget_mbps: self.memory_budget_mbps,
@@ -461,6 +466,11 @@ impl Metrics {
             node_load_sum: zip_with(&self.node_load_sum, &other.node_load_sum, |a, b| a + b),
             load_samples: self.load_samples + other.load_samples,
             max_wait_ms: self.max_wait_ms.max(other.max_wait_ms),
+            max_wait_task: if other.max_wait_ms > self.max_wait_ms {
+                other.max_wait_task.clone()
+            } else {
+                self.max_wait_task.clone()
+            },
             bpf_prog,
             // the later incarnation's settings and snapshot
             memory_mode: other.memory_mode.clone(),
@@ -534,7 +544,7 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  queue  enq={} fallback={} direct={} local={} keep_prev={} wake_preempt={} rescue_kicks={} max_wait={:.1}ms",
+            "  queue  enq={} fallback={} direct={} local={} keep_prev={} wake_preempt={} rescue_kicks={} max_wait={:.1}ms ({})",
             self.enqueues,
             self.enq_fallback,
             self.direct_dispatches,
@@ -542,7 +552,8 @@ impl Metrics {
             self.keep_prev,
             self.wake_preempt,
             self.rescue_kicks,
-            self.max_wait_ms
+            self.max_wait_ms,
+            self.max_wait_task
         )?;
         writeln!(
             w,

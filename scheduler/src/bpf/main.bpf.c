@@ -44,11 +44,17 @@
  * Each CPU keeps its own clock, vtime_now[cpu]: at least the largest vtime
  * it has started running, and advanced in ops.stopping by each run divided
  * among the tasks competing there (so it keeps pace with their vtimes even
- * when only tasks below it run). A task placed on a CPU (queued, or dispatched straight
- * to it) has its vtime clamped into [clock - slice_lag, clock + slice]:
- * the lower bound stops a long sleep from being banked into unbounded
- * priority, the upper bound re-bases a task arriving from a CPU whose clock
- * ran ahead. Why per CPU and not one global clock: with per-CPU queues the
+ * when only tasks below it run). A task's vtime is kept relative to the
+ * clock of the CPU it was last placed on; when it moves to another CPU
+ * (queued there, dispatched straight to it, or stolen) it keeps its
+ * distance to the clock: vtime - old clock + new clock. Clocks of
+ * different CPUs drift apart by minutes (big64: 169 s against 530 s), so
+ * without this a migrating task landed at one end of the window below --
+ * stress-ng's affinity hoppers always at its bottom, ahead of tasks that
+ * had waited there for seconds. Then the vtime is clamped into
+ * [clock - slice_lag, clock + slice]: the lower bound stops a long sleep
+ * from being banked into unbounded priority, the upper bound stops a task
+ * from being pushed far behind. Why per CPU and not one global clock: with per-CPU queues the
  * vtimes on a crowded CPU advance slower than on a quiet one, so a global
  * "max vtime" runs away from them and a task woken onto the crowded CPU
  * with that global value would wait until they catch up -- which they never
@@ -167,6 +173,9 @@ struct cpu_diag cpu_diag[MAX_CPUS];
  * larger value, never invent one.
  */
 u64 max_wait_ns;
+/* who waited max_wait_ns: pid, the CPU it then ran on, how many CPUs it
+ * may use, and how many tasks were still queued on that CPU */
+s32 max_wait_pid, max_wait_cpu, max_wait_allowed, max_wait_queued;
 u32 iwq_llc_idle[MAX_LLCS], iwq_llc_queued[MAX_LLCS];
 u32 iwq_node_idle[MAX_NODES], iwq_node_queued[MAX_NODES];
 
@@ -184,6 +193,7 @@ struct task_ctx {
 	u64 started_at;		/* when it last started running */
 	u64 queued_at;		/* when it was last queued, 0 once running */
 	s32 last_cpu;		/* where it last ran, -1 if never */
+	s32 vtime_cpu;		/* vtime is relative to this CPU's clock */
 	u8 exec_pending;	/* exec'd, not yet placed (numa.bpf.c) */
 	u64 xnode_at;		/* last NUMA-policy node change, 0 never */
 };
@@ -306,9 +316,27 @@ static __always_inline const struct cpumask *online_cpumask(void)
 }
 
 /*
- * @p (context @tctx) is being placed on @cpu: clamp its vtime into
- * [clock - slice_lag, clock + slice] of that CPU (see "Fairness" above),
- * store it back and return it.
+ * Re-express @tctx's vtime against @cpu's clock (see "Fairness" above):
+ * the same distance to the clock as on the CPU it came from. The other
+ * CPU's clock is read without a lock: it may be a run behind, which only
+ * shifts the task by a fraction of a slice.
+ */
+static __always_inline u64 rebase_vtime(struct task_ctx *tctx, s32 cpu)
+{
+	s32 from = tctx->vtime_cpu;
+	u64 v = tctx->vtime;
+
+	if (from != cpu && cpu_valid(from))
+		v = v - vtime_now[from & CPU_MASK] + vtime_now[cpu & CPU_MASK];
+	tctx->vtime_cpu = cpu;
+	tctx->vtime = v;
+	return v;
+}
+
+/*
+ * @p (context @tctx) is being placed on @cpu: rebase its vtime on that
+ * CPU's clock, clamp it into [clock - slice_lag, clock + slice], store it
+ * back and return it.
  */
 static __always_inline u64 place_vtime(struct task_ctx *tctx, s32 cpu)
 {
@@ -321,7 +349,7 @@ static __always_inline u64 place_vtime(struct task_ctx *tctx, s32 cpu)
 		return clock;
 	lo = clock > slice_lag_ns ? clock - slice_lag_ns : 0;
 	hi = clock + slice_ns;
-	v = tctx->vtime;
+	v = rebase_vtime(tctx, cpu);
 	if (time_before(v, lo))
 		v = lo;
 	else if (time_after(v, hi))
@@ -605,14 +633,21 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 	if (tctx->queued_at) {
 		u64 wait = time_delta(tctx->started_at, tctx->queued_at);
 
-		if (wait > max_wait_ns)
+		if (wait > max_wait_ns) {
 			max_wait_ns = wait;
+			max_wait_pid = p->pid;
+			max_wait_cpu = cpu;
+			max_wait_allowed = p->nr_cpus_allowed;
+			max_wait_queued = cpu_valid(cpu) ? nr_queued_cpu(cpu) : -1;
+		}
 		tctx->queued_at = 0;
 	}
-	/* only this CPU writes its clock (we run on @cpu): no race */
-	if (cpu_valid(cpu) && time_before(vtime_now[cpu & CPU_MASK], tctx->vtime))
-		vtime_now[cpu & CPU_MASK] = tctx->vtime;
 	if (cpu_valid(cpu)) {
+		/* a stolen task was placed against its old CPU's clock */
+		rebase_vtime(tctx, cpu);
+		/* only this CPU writes its clock (we run on @cpu): no race */
+		if (time_before(vtime_now[cpu & CPU_MASK], tctx->vtime))
+			vtime_now[cpu & CPU_MASK] = tctx->vtime;
 		struct cpu_diag *d = &cpu_diag[cpu & CPU_MASK];
 
 		d->run_at = tctx->started_at;
@@ -672,6 +707,7 @@ void BPF_STRUCT_OPS(locality_enable, struct task_struct *p)
 	/* a new task starts level with the clock of its CPU: no head start */
 	if (tctx) {
 		tctx->vtime = cpu_valid(cpu) ? vtime_now[cpu & CPU_MASK] : 0;
+		tctx->vtime_cpu = cpu;
 		tctx->last_cpu = -1;
 	}
 }
@@ -686,6 +722,7 @@ s32 BPF_STRUCT_OPS(locality_init_task, struct task_struct *p,
 	if (!tctx)
 		return -ENOMEM;
 	tctx->vtime = 0;
+	tctx->vtime_cpu = -1;
 	tctx->last_cpu = -1;
 	tctx->exec_pending = 0;
 	tctx->xnode_at = 0;
