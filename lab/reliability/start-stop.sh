@@ -22,6 +22,7 @@ while [ $c -lt "$cycles" ]; do
     [ $rc -eq 0 ] || { echo "cycle $c: agent exited $rc"; cat /tmp/ss.log; kill $load; exit 1; }
     wait_state disabled 300 || { echo "cycle $c: still $(state) after stop"; kill $load; exit 1; }
     c=$((c + 1))
+    echo "start-stop: cycle $c/$cycles clean at $(cut -d' ' -f1 /proc/uptime) s"
 done
 echo "start-stop: $cycles clean cycles"
 scx_locality "$@" > /tmp/ss.log 2>&1 &
