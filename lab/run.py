@@ -297,10 +297,37 @@ def new_run_dir(machine: str, label: str = "run") -> Path:
     return d
 
 
+# A guest kernel that dies while booting, before the job starts, under QEMU TCG: seen here now and then as
+# "Oops: int3" in early boot (more often with QEMU 7.2). Nothing of the job ran, so one new boot is honest.
+BOOT_CRASH_RE = re.compile(r"(Oops|Kernel panic|BUG:|general protection fault)")
+
+
+def crashed_before_job(run_dir: Path) -> bool:
+    """True if the guest's kernel crashed and no step of the job began."""
+    ctl = run_dir / "ctl.log"
+    if ctl.exists() and "@@step-begin" in ctl.read_text(errors="replace"):
+        return False
+    console = run_dir / "console.log"
+    return console.exists() and bool(BOOT_CRASH_RE.search(console.read_text(errors="replace")))
+
+
 def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None = None,
             stream=sys.stdout, log=None, build_scheduler: bool = True) -> RunResult:
-    """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run."""
+    """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run.
+    A guest that crashes while booting, before the job began, is booted once more (in RUN_DIR-retry)."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler)
+    first = Path(result.run_dir)
+    if crashed_before_job(first):
+        retry_dir = first.with_name(first.name + "-retry")
+        retry_dir.mkdir(parents=True, exist_ok=True)
+        log(f"lab: the guest kernel crashed before the job began (see {first / 'console.log'}); booting once more")
+        result = _run_job_once(m, steps, timeout_s, retry_dir, stream, log, build_scheduler=False)
+    return result
+
+
+def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None,
+                  stream, log, build_scheduler: bool) -> RunResult:
     rel, vmlinuz, _ = setup.kernel_files()
     needs_locality = any(s.sched.name == "scx_locality" for s in steps)
     if needs_locality and build_scheduler:

@@ -105,3 +105,19 @@ def test_newest_kernel_and_config():
     assert setup.check_config("CONFIG_SCHED_CLASS_EXT=y\nCONFIG_DEBUG_INFO_BTF=y\nCONFIG_NUMA=y\n") == []
     assert setup.check_config("# CONFIG_SCHED_CLASS_EXT is not set\nCONFIG_NUMA=y\n") == [
         "CONFIG_SCHED_CLASS_EXT=y", "CONFIG_DEBUG_INFO_BTF=y"]
+
+
+def test_crashed_before_job(tmp_path):
+    """Only a kernel crash with no step begun counts as a boot crash worth one more boot."""
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "console.log").write_text("[    3.1] Oops: int3: 0000 [#1] SMP NOPTI\n[    3.2] Kernel panic - not syncing\n")
+    (d / "ctl.log").write_text("")
+    assert run.crashed_before_job(d)
+    # the job had begun: a crash there is the run's result, never hidden by a retry
+    (d / "ctl.log").write_text("@@booted 9.7\n@@topology ok\n@@step-begin 0\n")
+    assert not run.crashed_before_job(d)
+    # no crash, nothing began (e.g. a topology mismatch): not a boot crash
+    (d / "console.log").write_text("[    3.1] Run /init as init process\n")
+    (d / "ctl.log").write_text("@@booted 9.7\n@@topology mismatch\n")
+    assert not run.crashed_before_job(d)
