@@ -171,23 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if getattr(args, "command", None) and args.command[0] == "--":
         args.command = args.command[1:]
+    # what each failure prints after "lab: error: " and the exit code it maps to (README: exit codes)
+    failures = [(run.UsageError, "", run.EXIT_USAGE),
+                (machines.UnknownMachine, "", run.EXIT_MACHINE),
+                (machines.MachineError, "malformed machine file: ", run.EXIT_MACHINE),
+                (setup.SetupMissing, "", run.EXIT_SETUP),
+                (image.BuildFailed, "", run.EXIT_INTERNAL)]
     try:
         return args.func(args)
-    except run.UsageError as e:
-        print(f"lab: error: {e}", file=sys.stderr)
-        return run.EXIT_USAGE
-    except machines.UnknownMachine as e:
-        print(f"lab: error: {e}", file=sys.stderr)
-        return run.EXIT_MACHINE
-    except machines.MachineError as e:
-        print(f"lab: error: malformed machine file: {e}", file=sys.stderr)
-        return run.EXIT_MACHINE
-    except setup.SetupMissing as e:
-        print(f"lab: error: {e}", file=sys.stderr)
-        return run.EXIT_SETUP
-    except image.BuildFailed as e:
-        print(f"lab: error: {e}", file=sys.stderr)
-        return run.EXIT_INTERNAL
+    except tuple(f[0] for f in failures) as e:
+        _, prefix, code = next(f for f in failures if isinstance(e, f[0]))
+        print(f"lab: error: {prefix}{e}", file=sys.stderr)
+        return code
     except KeyboardInterrupt:
         print("lab: interrupted", file=sys.stderr)
         return 130

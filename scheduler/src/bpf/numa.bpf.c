@@ -187,6 +187,20 @@ static __always_inline s32 numa_idle_in_node(struct task_struct *p, u32 n)
 /* ---- hooks used by push.bpf.c and pull.bpf.c ---- */
 
 /*
+ * The node a task on node @src might move to: the least loaded other node,
+ * or -1 if there is none or the task already changed node within this
+ * interval (one cross-node move per task per interval).
+ */
+static __always_inline s32 numa_cross_candidate(struct task_ctx *tctx, u64 now, u32 src)
+{
+	if (!numa_task_may_cross(tctx, now)) {
+		stat_inc(STAT_NUMA_TASK_RECENT);
+		return -1;
+	}
+	return numa_least_loaded(src);
+}
+
+/*
  * push step 5: prev's node has no idle CPU for @p (or prev is unusable).
  * Return a claimed idle CPU elsewhere, or -1 to stay.
  */
@@ -211,12 +225,8 @@ static s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork)
 
 	now = bpf_ktime_get_ns();
 	tctx = task_ctx(p);
-	if (!numa_task_may_cross(tctx, now)) {
-		stat_inc(STAT_NUMA_TASK_RECENT);
-		return -1;
-	}
 	src = cpu_node[prev_cpu & CPU_MASK];
-	d = numa_least_loaded(src);
+	d = numa_cross_candidate(tctx, now, src);
 	if (d < 0)
 		return -1;
 	if (!numa_moves(src, d, 1)) {
@@ -251,12 +261,8 @@ static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
 		return -1;
 	now = bpf_ktime_get_ns();
 	tctx = task_ctx(p);
-	if (!numa_task_may_cross(tctx, now)) {
-		stat_inc(STAT_NUMA_TASK_RECENT);
-		return -1;
-	}
 	src = cpu_node[prev_cpu & CPU_MASK];
-	d = numa_least_loaded(src);
+	d = numa_cross_candidate(tctx, now, src);
 	if (d < 0)
 		return -1;
 	s = node_tasks(src);
