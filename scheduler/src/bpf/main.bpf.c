@@ -673,7 +673,14 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
 
 	if (!tctx)
 		return;
-	used = time_delta(scx_bpf_now(), tctx->started_at);
+	/*
+	 * A task already running when the scheduler was loaded stops without
+	 * having started under it (started_at 0): charging it "now - 0", the
+	 * whole uptime, made the agent's threads look like 159 s of runtime
+	 * on big64 and jumped their CPU's clock by tens of seconds.
+	 */
+	used = tctx->started_at ? time_delta(scx_bpf_now(), tctx->started_at) : 0;
+	tctx->started_at = 0;
 	weight = p->scx.weight ?: 100;
 	tctx->vtime += used * 100 / weight;
 
