@@ -14,6 +14,7 @@ fn main() {
         "src/bpf/intf.h",
         "src/bpf/main.bpf.c",
         "src/bpf/push.bpf.c",
+        "src/bpf/idle.bpf.c",
         "src/bpf/pull.bpf.c",
         "src/bpf/numa.bpf.c",
         "src/bpf/cache.bpf.c",

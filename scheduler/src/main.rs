@@ -13,6 +13,8 @@
 //! core/CPU search per LLC plus stealing by CPUs about to go idle).
 //!
 //! Knobs (see --help): --slice-us, --wake-gran-us, --no-steal, --no-idle-core,
+//! --sparse-idle / --no-sparse-idle (idle tracking of the push side, see
+//! bpf/idle.bpf.c),
 //! --steal-cross-node, --no-push-cross-node, --numa-balance,
 //! --numa-interval-ms, --iwq-period-us, --cache-aware / --no-cache-aware,
 //! --cache-wake-aggr, --aggr-tolerance, --cache-switch-ratio,
@@ -151,6 +153,18 @@ struct Opts {
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     numa_interval_ms: u64,
 
+    /// Idle-CPU search at wakeup from our own sparse idle flags (one cache
+    /// line per CPU, updated by ops.update_idle, searched by walking the
+    /// LLC / node CPU lists; bpf/idle.bpf.c) instead of the kernel's
+    /// built-in idle masks. Off by default: see bpf/push.bpf.c for the
+    /// lab figures.
+    #[arg(long, overrides_with = "no_sparse_idle")]
+    sparse_idle: bool,
+
+    /// Use the kernel's built-in idle masks for the wakeup search (default).
+    #[arg(long, overrides_with = "sparse_idle")]
+    no_sparse_idle: bool,
+
     /// Never place a waking task on an idle CPU outside its previous node.
     #[arg(long)]
     no_push_cross_node: bool,
@@ -271,7 +285,23 @@ struct Opts {
     verbose: u8,
 }
 
+/// Idle tracking used by the push side when neither --sparse-idle nor
+/// --no-sparse-idle is given (see bpf/push.bpf.c for why).
+const DFL_SPARSE_IDLE: bool = false;
+
 impl Opts {
+    /// Sparse idle tracking in force: the last of --sparse-idle /
+    /// --no-sparse-idle wins, neither gives DFL_SPARSE_IDLE.
+    fn sparse_idle(&self) -> bool {
+        if self.sparse_idle {
+            true
+        } else if self.no_sparse_idle {
+            false
+        } else {
+            DFL_SPARSE_IDLE
+        }
+    }
+
     /// Cache-aware scheduling in force (only with --cache-aware; the last
     /// of --cache-aware / --no-cache-aware wins).
     fn cache_aware(&self) -> bool {
@@ -478,6 +508,7 @@ impl<'a> Scheduler<'a> {
         r.iwq_period_ns = opts.iwq_period_us * 1000;
         r.no_steal = opts.no_steal;
         r.no_idle_core = opts.no_idle_core;
+        r.sparse_idle = opts.sparse_idle();
         r.wake_gran_ns = opts.wake_gran_us * 1000;
         let mode = opts.numa_mode();
         // off: cross-node steals whenever a CPU would idle (the old flag)
@@ -538,7 +569,7 @@ impl<'a> Scheduler<'a> {
         };
 
         println!(
-            "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, wake_gran={}us, \
+            "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, sparse_idle={}, wake_gran={}us, \
              steal_cross_node={}, push_cross_node={}, numa_balance={}, numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
              memory={}, memory_budget={}MB/s, slice={}us, topology={})",
@@ -547,6 +578,7 @@ impl<'a> Scheduler<'a> {
             topo.nr_nodes,
             on_off(!opts.no_steal),
             on_off(!opts.no_idle_core),
+            on_off(opts.sparse_idle()),
             opts.wake_gran_us,
             on_off(opts.numa_mode() == NumaBalance::Off),
             on_off(!opts.no_push_cross_node),
@@ -1029,6 +1061,25 @@ mod tests {
         }
         assert_eq!(parse(&["--imb-pct=0"]).unwrap().imb_pct, 0);
         assert_eq!(parse(&["--aggr-tolerance=100"]).unwrap().aggr_tolerance, 100);
+    }
+
+    #[test]
+    fn sparse_idle_flags() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.sparse_idle(), DFL_SPARSE_IDLE);
+        assert!(parse(&["--sparse-idle"]).unwrap().sparse_idle());
+        assert!(!parse(&["--no-sparse-idle"]).unwrap().sparse_idle());
+        // the last of the pair wins; a repeat is refused like other switches
+        assert!(parse(&["--no-sparse-idle", "--sparse-idle"]).unwrap().sparse_idle());
+        assert!(!parse(&["--sparse-idle", "--no-sparse-idle"]).unwrap().sparse_idle());
+        assert_eq!(parse(&["--sparse-idle", "--sparse-idle"]).unwrap_err().exit_code(), 2);
+        // a switch, not an option with a value
+        let e = parse(&["--sparse-idle=1"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(flag_error_line(&e).contains("--sparse-idle"), "{e}");
+        // independent of the idle-core switch
+        let o = parse(&["--sparse-idle", "--no-idle-core"]).unwrap();
+        assert!(o.sparse_idle() && o.no_idle_core);
     }
 
     #[test]

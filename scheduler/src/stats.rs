@@ -27,6 +27,10 @@
 //!   should stay near 0.
 //! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev;
 //!   wake_preempt: waking tasks that cut the running task's slice short.
+//! - idle_resync, idle_claim_lost: sparse idle tracking (--sparse-idle,
+//!   idle.bpf.c): idle CPUs whose slot the sampling timer set again, and
+//!   claims whose slot CAS won but whose built-in idle bit was already
+//!   clear. Both stay 0 with the built-in masks.
 //! - xnode_*: cross-node moves by cause (push_wake, push_fork, exec,
 //!   steal_balance, steal_offline); numa_passes / numa_budget: cross-node
 //!   balance passes and the tasks they allowed to move; numa_push_kept,
@@ -127,6 +131,10 @@ pub struct Metrics {
     pub rescue_kicks: u64,
     #[stat(desc = "waking tasks that preempted the running one")]
     pub wake_preempt: u64,
+    #[stat(desc = "sparse idle: idle CPUs whose slot the timer set again")]
+    pub idle_resync: u64,
+    #[stat(desc = "sparse idle: slot claimed but built-in idle bit already clear")]
+    pub idle_claim_lost: u64,
     #[stat(desc = "sampled ms a CPU idled while a task waited in its LLC")]
     pub idle_while_queued_llc_ms: f64,
     #[stat(desc = "sampled ms a CPU idled while a task waited in its node")]
@@ -250,6 +258,8 @@ impl Metrics {
             iwq_samples: g(intf::locality_stat_STAT_IWQ_SAMPLES),
             rescue_kicks: g(intf::locality_stat_STAT_RESCUE_KICK),
             wake_preempt: g(intf::locality_stat_STAT_WAKE_PREEMPT),
+            idle_resync: g(intf::locality_stat_STAT_IDLE_RESYNC),
+            idle_claim_lost: g(intf::locality_stat_STAT_IDLE_CLAIM_LOST),
             idle_while_queued_llc_ms: ms(intf::locality_stat_STAT_IWQ_LLC_NS),
             idle_while_queued_node_ms: ms(intf::locality_stat_STAT_IWQ_NODE_NS),
             enqueues: g(intf::locality_stat_STAT_ENQUEUE),
@@ -342,6 +352,8 @@ impl Metrics {
             iwq_samples: d(self.iwq_samples, prev.iwq_samples),
             rescue_kicks: d(self.rescue_kicks, prev.rescue_kicks),
             wake_preempt: d(self.wake_preempt, prev.wake_preempt),
+            idle_resync: d(self.idle_resync, prev.idle_resync),
+            idle_claim_lost: d(self.idle_claim_lost, prev.idle_claim_lost),
             idle_while_queued_llc_ms: (self.idle_while_queued_llc_ms
                 - prev.idle_while_queued_llc_ms)
                 .max(0.0),
@@ -426,6 +438,8 @@ impl Metrics {
             iwq_samples: self.iwq_samples + other.iwq_samples,
             rescue_kicks: self.rescue_kicks + other.rescue_kicks,
             wake_preempt: self.wake_preempt + other.wake_preempt,
+            idle_resync: self.idle_resync + other.idle_resync,
+            idle_claim_lost: self.idle_claim_lost + other.idle_claim_lost,
             idle_while_queued_llc_ms: self.idle_while_queued_llc_ms
                 + other.idle_while_queued_llc_ms,
             idle_while_queued_node_ms: self.idle_while_queued_node_ms
@@ -544,7 +558,8 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  queue  enq={} fallback={} direct={} local={} keep_prev={} wake_preempt={} rescue_kicks={} max_wait={:.1}ms ({})",
+            "  queue  enq={} fallback={} direct={} local={} keep_prev={} wake_preempt={} rescue_kicks={} max_wait={:.1}ms \
+             ({}) idle_resync={} idle_claim_lost={}",
             self.enqueues,
             self.enq_fallback,
             self.direct_dispatches,
@@ -553,7 +568,9 @@ impl Metrics {
             self.wake_preempt,
             self.rescue_kicks,
             self.max_wait_ms,
-            self.max_wait_task
+            self.max_wait_task,
+            self.idle_resync,
+            self.idle_claim_lost
         )?;
         writeln!(
             w,
@@ -783,6 +800,8 @@ mod tests {
             "steal_remote",
             "migr_cross_llc",
             "idle_while_queued_node_ms",
+            "idle_resync",
+            "idle_claim_lost",
             "bpf_prog",
         ] {
             assert!(s.contains(&format!("\"{key}\"")), "{key} missing in {s}");
@@ -823,5 +842,6 @@ mod tests {
         let s = String::from_utf8(out).unwrap();
         assert!(s.contains("prev_core=2"));
         assert!(s.contains("remote=2"));
+        assert!(s.contains("idle_resync=2 idle_claim_lost=2"), "{s}");
     }
 }

@@ -601,6 +601,63 @@ mod tests {
         assert_ne!(b.cpu_core[1], b.cpu_core[2]);
     }
 
+    /// The CPU lists the BPF walks use (push's sparse idle search, the
+    /// stealers): every possible CPU exactly once in its LLC's slice and
+    /// once in its node's, offsets ascending and within MAX_CPUS, a node's
+    /// slice grouped LLC by LLC. On a 512-CPU machine (8 nodes x 2 LLCs x
+    /// 16 cores x 2 SMT, siblings n and n+256 as on x86) to catch any
+    /// 64-CPU assumption.
+    #[test]
+    fn bpf_lists_512_cpus() {
+        let online: Vec<RawCpu> = (0..512)
+            .map(|cpu| {
+                let core = cpu % 256;
+                RawCpu { cpu, node: core / 32, llc_key: core / 16, core_key: core }
+            })
+            .collect();
+        let t = Topo::from_raw(&(0..512).collect::<Vec<_>>(), &online).unwrap();
+        let b = t.to_bpf();
+        assert_eq!((b.nr_cpus, b.nr_llcs, b.nr_nodes), (512, 16, 8));
+        assert_eq!(b.llc_off.len(), 17);
+        assert_eq!(b.node_off.len(), 9);
+        assert_eq!(*b.llc_off.last().unwrap(), 512);
+        assert_eq!(*b.node_off.last().unwrap(), 512);
+        assert!(b.llc_off.windows(2).all(|w| w[0] < w[1]));
+        assert!(b.node_off.windows(2).all(|w| w[0] < w[1]));
+        assert!(b.llc_cpus.len() <= MAX_CPUS && b.node_cpus.len() <= MAX_CPUS);
+        let mut seen_llc = vec![0; 512];
+        for llc in 0..16 {
+            let cpus = &b.llc_cpus[b.llc_off[llc] as usize..b.llc_off[llc + 1] as usize];
+            assert_eq!(cpus.len(), 32, "LLC {llc}");
+            for &c in cpus {
+                assert_eq!(b.cpu_llc[c as usize] as usize, llc);
+                seen_llc[c as usize] += 1;
+                // the sibling is in the same LLC: a core is idle-checked
+                // from one LLC walk
+                for &s in &b.cpu_sibs[c as usize] {
+                    assert_eq!(b.cpu_llc[s as usize] as usize, llc);
+                }
+            }
+        }
+        assert!(seen_llc.iter().all(|&n| n == 1));
+        let mut seen_node = vec![0; 512];
+        for node in 0..8 {
+            let cpus = &b.node_cpus[b.node_off[node] as usize..b.node_off[node + 1] as usize];
+            assert_eq!(cpus.len(), 64, "node {node}");
+            let llcs: Vec<u16> = cpus.iter().map(|&c| b.cpu_llc[c as usize]).collect();
+            // grouped: the LLC index never goes back
+            assert!(llcs.windows(2).all(|w| w[0] <= w[1]), "node {node}: {llcs:?}");
+            for &c in cpus {
+                assert_eq!(b.cpu_node[c as usize] as usize, node);
+                seen_node[c as usize] += 1;
+            }
+        }
+        assert!(seen_node.iter().all(|&n| n == 1));
+        // CPU 300 is core 44's second thread: LLC 2, node 1, sibling 44
+        assert_eq!((b.cpu_llc[300], b.cpu_node[300]), (2, 1));
+        assert_eq!(b.cpu_sibs[300], vec![44]);
+    }
+
     #[test]
     fn override_splits_llc() {
         let mut t = one_llc(8);

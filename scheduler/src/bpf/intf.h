@@ -131,6 +131,10 @@ enum locality_stat {
 	STAT_CACHE_RT_NS,	/* runtime of tracked (multi-thread) processes */
 	STAT_CACHE_RT_PREF_NS,	/* ... of it spent in the process's preferred LLC */
 
+	/* sparse idle tracking (idle.bpf.c, --sparse-idle) */
+	STAT_IDLE_RESYNC,	/* idle CPU whose slot was 0 set idle again by the timer */
+	STAT_IDLE_CLAIM_LOST,	/* slot won but built-in idle bit already clear */
+
 	LOC_NR_STATS,
 };
 

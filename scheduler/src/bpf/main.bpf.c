@@ -373,6 +373,7 @@ static __always_inline s32 nr_queued_cpu(s32 cpu)
 
 #include "numa.bpf.c"
 #include "cache.bpf.c"
+#include "idle.bpf.c"
 #include "push.bpf.c"
 #include "pull.bpf.c"
 
@@ -849,6 +850,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		q = scx_bpf_dsq_nr_queued(i);	/* movable: what idle neighbours could run */
 		pq = scx_bpf_dsq_nr_queued(pinned_dsq(i));
 		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | i);
+		idle_resync(i, is_idle, lq);
 		if (is_idle && (q > 0 || pq > 0)) {
 			/*
 			 * Idle with its own DSQ queued: a wake-up was missed
@@ -1071,6 +1073,7 @@ SCX_OPS_DEFINE(locality_ops,
 	       .select_cpu	= (void *)locality_select_cpu,
 	       .enqueue		= (void *)locality_enqueue,
 	       .dispatch	= (void *)locality_dispatch,
+	       .update_idle	= (void *)locality_update_idle, .flags = SCX_OPS_KEEP_BUILTIN_IDLE,
 	       .running		= (void *)locality_running,
 	       .stopping	= (void *)locality_stopping,
 	       .enable		= (void *)locality_enable,

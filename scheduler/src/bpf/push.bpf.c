@@ -18,17 +18,63 @@
  *      is busy, wakes an idle CPU nearby to pull it (pull.bpf.c)
  *
  * Every step is restricted to p->cpus_ptr. A CPU found idle is claimed
- * (its idle bit cleared) by the kfunc that finds it, so two wakers cannot
- * pick the same one, and the task is inserted straight into its local DSQ.
+ * (taken out of the idle set atomically) by the helper that finds it, so
+ * two wakers cannot pick the same one, and the task is inserted straight
+ * into its local DSQ. The idle questions go through idle.bpf.c
+ * (idle_claim_core, idle_claim_cpu, idle_pick_llc, idle_pick_node), which
+ * answers them from one of two idle trackings.
  *
  * Seed: Steve Sistare's select_idle_sibling rework (2018) kept a sparse
- * per-LLC idle-CPU mask to make steps 2 and 3 cheap on big LLCs. Here the
- * kernel's built-in sched_ext idle tracking is used instead
- * (scx_bpf_pick_idle_cpu() with SCX_PICK_IDLE_CORE, the idle SMT mask,
- * scx_bpf_test_and_clear_cpu_idle()), because the kernel already keeps
- * per-CPU and whole-core idle bitmaps up to date on every idle transition;
- * a second copy would only add cost to the idle path. The cost of the
- * search as measured in the lab is reported with the lab's results.
+ * per-LLC idle mask (few CPUs per cache line) so that CPUs going idle and
+ * busy do not fight over one line, and searched it by LLC. idle.bpf.c has
+ * both: the kernel's built-in sched_ext idle bitmaps (default) and our own
+ * sparse flags, one 64-byte line per CPU, walked along the LLC / node CPU
+ * lists (--sparse-idle).
+ *
+ * Decision: built-in masks by default, because the sparse flags measured
+ * no cheaper. Lab, haswell2s (16 vCPUs, 2 x 4 cores x 2 SMT, QEMU TCG),
+ * hackbench -p -g 4 -l 500 with kernel.bpf_stats_enabled=1, both variants
+ * alternating in one boot (order reversed in the second boot), 2 boots x
+ * 3 = 6 runs each, mean (coefficient of variation), Welch t-test:
+ *
+ *                          built-in          sparse            p
+ *   select_cpu per call    423 us (13%)      415 us (24%)      0.87
+ *   select_cpu CPU share   4.55% (9%)        4.41% (14%)       0.67
+ *   update_idle per call   2.0 us (61%)      12.6 us (101%)    0.09
+ *   update_idle CPU share  0.002%            0.015%
+ *   hackbench time         11.07 s (11%)     10.36 s (7%)      0.27
+ *
+ * (CPU share: callback run time / (16 CPUs x hackbench wall time). The
+ * per-call times are TCG's: emulated code on 16 vCPUs time-sliced over 2
+ * host cores, preemptions of a vCPU inside a callback included, so only
+ * the comparison means anything. 96% of these calls found
+ * no idle CPU, i.e. they ran every step of the search. With the built-in
+ * masks update_idle only returns.) bin/lab bench, haswell2s, 3 boots,
+ * order rotated, hackbench process/pipe -l 1000, Amean s (CoV):
+ *
+ *   groups   built-in        sparse
+ *   1        11.87 (46%)     8.98 (25%)
+ *   2        16.63 (44%)     14.11 (28%)
+ *   4        24.60 (30%)     22.34 (30%)
+ *
+ * none significant by the report's t-test (p < 0.10); one of the three
+ * boots ran about 1.7x slower for both (host load) and makes most of the
+ * gap and the spread; the other two boots are split (sparse ahead in 3
+ * of 6 cases, behind in 2, level in 1). Sparse's mean wall time is lower
+ * in every case here and in the in-boot A/B (-6%, p = 0.27): worth a
+ * re-run on a quiet host, not a default change on this evidence.
+ *
+ * So: no difference in select_cpu beyond the noise, a dearer idle path
+ * (the sparse flag is one more store per transition, on a line the
+ * searchers read), and the sparse side has races of its own (idle.bpf.c).
+ * Also, on this kernel the sparse flags cannot remove the contention the
+ * seed was about: the built-in bitmaps must stay on
+ * (SCX_OPS_KEEP_BUILTIN_IDLE) for pull.bpf.c, numa.bpf.c, cache.bpf.c and
+ * the sampling timer, so the kernel updates its shared lines on every
+ * idle transition either way; the sparse side can only make the search
+ * cheaper, and on an 8-CPU LLC it did not. A machine with large LLCs
+ * (tens of CPUs per LLC, many wakers) is where it could still win; the
+ * switch stays for that measurement.
  *
  * Knobs: no_idle_core skips steps 1 and 2 (A/B switch for the idle-core
  * preference); push_cross_node = 0 vetoes step 5 in every NUMA mode.
@@ -39,9 +85,7 @@
 /* Return a claimed idle CPU for @p, or -1 to stay on @prev_cpu. */
 static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu, bool is_fork)
 {
-	const struct cpumask *idle_smt, *lmask, *nmask;
-	struct bpf_cpumask *tmp;
-	bool core_idle;
+	u32 llc;
 	s32 cpu;
 
 	/*
@@ -50,27 +94,17 @@ static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu, bool is_fork)
 	 */
 	if (!cpu_online(prev_cpu) || !bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr))
 		goto anywhere;
+	llc = cpu_llc[prev_cpu & CPU_MASK];
 
 	/* 1. prev, if all of its SMT siblings are idle too */
-	if (!no_idle_core) {
-		idle_smt = scx_bpf_get_idle_smtmask();
-		core_idle = bpf_cpumask_test_cpu(prev_cpu, idle_smt);
-		scx_bpf_put_idle_cpumask(idle_smt);
-		if (core_idle && scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
-			stat_inc(STAT_PICK_PREV_CORE);
-			return prev_cpu;
-		}
+	if (!no_idle_core && idle_claim_core(prev_cpu)) {
+		stat_inc(STAT_PICK_PREV_CORE);
+		return prev_cpu;
 	}
-
-	tmp = scratch_mask();
-	lmask = llc_cpumask(cpu_llc[prev_cpu & CPU_MASK]);
-	if (!tmp || !lmask)
-		goto anywhere;
-	bpf_cpumask_and(tmp, lmask, p->cpus_ptr);
 
 	/* 2. an idle core in prev's LLC */
 	if (!no_idle_core) {
-		cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), SCX_PICK_IDLE_CORE);
+		cpu = idle_pick_llc(p, llc, true);
 		if (cpu >= 0) {
 			stat_inc(STAT_PICK_LLC_CORE);
 			return cpu;
@@ -78,11 +112,11 @@ static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu, bool is_fork)
 	}
 
 	/* 3. an idle CPU in prev's LLC, prev itself preferred */
-	if (scx_bpf_test_and_clear_cpu_idle(prev_cpu)) {
+	if (idle_claim_cpu(prev_cpu)) {
 		stat_inc(STAT_PICK_LLC_CPU);
 		return prev_cpu;
 	}
-	cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
+	cpu = idle_pick_llc(p, llc, false);
 	if (cpu >= 0) {
 		stat_inc(STAT_PICK_LLC_CPU);
 		return cpu;
@@ -92,21 +126,17 @@ static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu, bool is_fork)
 	 * cache-aware gate "out": prev's LLC is the process's preferred one
 	 * and not overloaded: stay, a CPU of this LLC will pull the task
 	 */
-	if (cache_keep(p, cpu_llc[prev_cpu & CPU_MASK])) {
+	if (cache_keep(p, llc)) {
 		stat_inc(STAT_CACHE_KEEP_WAKE);
 		stat_inc(STAT_PICK_NONE);
 		return -1;
 	}
 
-	/* 4. an idle CPU in prev's node (re-checks the LLC: harmless) */
-	nmask = node_cpumask(cpu_node[prev_cpu & CPU_MASK]);
-	if (nmask) {
-		bpf_cpumask_and(tmp, nmask, p->cpus_ptr);
-		cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
-		if (cpu >= 0) {
-			stat_inc(STAT_PICK_NODE_CPU);
-			return cpu;
-		}
+	/* 4. an idle CPU in prev's node, outside its LLC */
+	cpu = idle_pick_node(p, cpu_node[prev_cpu & CPU_MASK], llc);
+	if (cpu >= 0) {
+		stat_inc(STAT_PICK_NODE_CPU);
+		return cpu;
 	}
 
 anywhere:
