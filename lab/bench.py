@@ -9,7 +9,9 @@ benchmark, optionally with a sweep axis or parameter replaced.
 One run is one boot. Its steps are (benchmark, scheduler) pairs: for each benchmark every scheduler in turn,
 with the schedulers' order rotated from run to run so that none always goes first. Each case runs under
 workloads/locsample, which records where the benchmark's tasks ran (last CPU of every task every 100 ms,
-se.nr_migrations, per-CPU /proc/stat every 500 ms) and sends that to the host with the output.
+se.nr_migrations, per-CPU /proc/stat every 500 ms) and sends that to the host with the output. A benchmark
+with `colocation_tasks = N` also gets locsample's per-tick record (-k, PREFIX.ticks), from which the bench
+derives co-location: the share of samples at which its N busiest tasks were all on one node / one LLC.
 
 Everything lands in --out DIR: results.json (every raw figure, per run, step and case, plus locality
 counters), raw/ (the guest's files), report.md and PNGs (lab/report.py, lab/plots.py).
@@ -42,6 +44,9 @@ RESULTS_VERSION = 1
 # Sampler periods (ms): last CPU of every task, se.nr_migrations, /proc/stat; and the most of one CPU (percent)
 # the task scans may take (the scan period stretches beyond SAMPLE_MS to stay within it).
 SAMPLE_MS, SCHED_MS, CPUSTAT_MS, SAMPLER_BUDGET_PCT = 100, 500, 500, 10
+# Co-location: cross-node moves of a task count as "after start" from this many ms after its first sample on
+# (a benchmark may set colocation_settle_ms): its initial placement and first balancing are left out.
+COLOCATION_SETTLE_MS = 1000
 # Tasks that belong to the harness, not the benchmark (the sh -c wrapper, sleeps between its commands).
 HARNESS_COMMS = {"sh", "sleep", "cat", "kill", "wait", "timeout", "busybox", "nproc", "locsample"}
 RESULT_RE = re.compile(r"^lab-bench-rc: (-?\d+)\s*$", re.M)
@@ -65,6 +70,10 @@ class Figure:
     higher_is_better: bool
     mean: str  # "hmean" (rates) or "amean" (times)
     aggregate: str = "first"  # over all matches: first, last, sum, mean, min, max
+    cases: list[str] | None = None  # the case labels it applies to (None: every case)
+
+    def applies(self, label: str) -> bool:
+        return self.cases is None or label in self.cases
 
     def parse(self, text: str) -> float | None:
         vals = []
@@ -80,8 +89,11 @@ class Figure:
         return float(agg(vals))
 
     def to_json(self) -> dict:
-        return {"name": self.name, "regex": self.regex, "unit": self.unit,
-                "higher_is_better": self.higher_is_better, "mean": self.mean, "aggregate": self.aggregate}
+        d = {"name": self.name, "regex": self.regex, "unit": self.unit,
+             "higher_is_better": self.higher_is_better, "mean": self.mean, "aggregate": self.aggregate}
+        if self.cases is not None:
+            d["cases"] = self.cases
+        return d
 
 
 @dataclass
@@ -93,6 +105,7 @@ class Case:
     command: str
     est_s: float
     timeout_s: float
+    ticks: bool = False  # locsample -k: the per-tick record (for co-location)
 
 
 @dataclass
@@ -110,6 +123,8 @@ class Benchmark:
     residency_comm: str | None = None
     sample_comm: list[str] = field(default_factory=list)
     overrides: dict = field(default_factory=dict)
+    colocation_tasks: int | None = None  # co-location of the N busiest selected tasks (None: not measured)
+    colocation_settle_ms: float = COLOCATION_SETTLE_MS
 
     @property
     def spec(self) -> str:
@@ -128,11 +143,14 @@ class Benchmark:
             for k, v in zip(keys, combo):
                 values[k] = v
                 subst[k] = str(self.choices.get(k, {}).get(str(v), v))
+                if str(v) in self.choices.get(k, {}):  # a choice may name parameters: {loops}
+                    subst[k] = PLACEHOLDER_RE.sub(lambda m: str(self.params[m.group(1)]), subst[k])
             label = "-".join(str(v) for v in combo) or self.name
             cid = self.name + ("-" + label if combo else "")
             command = PLACEHOLDER_RE.sub(lambda m: subst[m.group(1)], self.command)
             out.append(Case(bench=self.name, id=cid, label=label, params=values, command=command,
-                            est_s=_estimate(self.est_seconds, values, self.path), timeout_s=self.timeout_s))
+                            est_s=_estimate(self.est_seconds, values, self.path), timeout_s=self.timeout_s,
+                            ticks=self.colocation_tasks is not None))
         return out
 
     def to_json(self) -> dict:
@@ -140,7 +158,8 @@ class Benchmark:
         return {"name": self.name, "spec": self.spec, "description": self.description, "command": self.command,
                 "params": self.params, "sweep": self.sweep, "choices": self.choices,
                 "figures": [f.to_json() for f in self.figures], "residency_comm": self.residency_comm,
-                "sample_comm": self.sample_comm, "file": str(where),
+                "sample_comm": self.sample_comm, "colocation_tasks": self.colocation_tasks,
+                "colocation_settle_ms": self.colocation_settle_ms, "file": str(where),
                 "cases": [{"id": c.id, "label": c.label, "command": c.command} for c in self.cases()]}
 
 
@@ -256,6 +275,10 @@ def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
                          aggregate=str(f.get("aggregate", "first")))
         except KeyError as e:
             raise BenchError(f"{where}: field {e.args[0]!r} is missing") from None
+        if "cases" in f:
+            if not isinstance(f["cases"], list) or not all(isinstance(x, str) for x in f["cases"]):
+                raise BenchError(f"{where}: field 'cases' must be a list of case labels")
+            fig.cases = list(f["cases"])
         if fig.mean not in ("hmean", "amean"):
             raise BenchError(f"{where}: field 'mean' must be 'hmean' (rates) or 'amean' (times)")
         if fig.aggregate not in ("first", "last", "sum", "mean", "min", "max"):
@@ -272,12 +295,30 @@ def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
     for ph in PLACEHOLDER_RE.findall(command):
         if ph not in known:
             raise BenchError(f"{path}: field 'command': {{{ph}}} is neither a parameter nor a sweep axis")
+    for k, table in choices.items():
+        for v, text in table.items():
+            for ph in PLACEHOLDER_RE.findall(text):
+                if ph not in params:
+                    raise BenchError(f"{path}: field 'choices.{k}.{v}': {{{ph}}} is not a parameter")
+    colo = data.get("colocation_tasks")
+    if colo is not None and (not isinstance(colo, int) or isinstance(colo, bool) or colo < 2):
+        raise BenchError(f"{path}: field 'colocation_tasks' must be an integer >= 2")
+    settle = data.get("colocation_settle_ms", COLOCATION_SETTLE_MS)
+    if not isinstance(settle, (int, float)) or isinstance(settle, bool) or settle < 0:
+        raise BenchError(f"{path}: field 'colocation_settle_ms' must be a number >= 0")
     b = Benchmark(name=name, path=path, description=str(data.get("description", "")), command=command,
                   params=params, sweep=sweep, choices=choices, figures=figures,
                   est_seconds=data.get("est_seconds", 10), timeout_s=float(data.get("timeout_s", 600)),
                   residency_comm=data.get("residency_comm") or None,
-                  sample_comm=list(data.get("sample_comm", [])), overrides=overrides)
+                  sample_comm=list(data.get("sample_comm", [])), overrides=overrides,
+                  colocation_tasks=colo, colocation_settle_ms=float(settle))
     b.cases()  # validates est_seconds
+    labels = {c.label for c in b.cases()}
+    for i, fig in enumerate(figures):
+        unknown = [x for x in fig.cases or [] if x not in labels]
+        if unknown and not overrides:  # an override may leave a figure's cases out
+            raise BenchError(f"{path}: figure[{i}]: field 'cases': no case {', '.join(map(repr, unknown))}; "
+                             f"the cases are {', '.join(sorted(labels))}")
     return b
 
 
@@ -335,16 +376,16 @@ def step_command(cases: list[Case], step: int, header: str) -> str:
         tag = case_tag(step, j)
         base = f"/tmp/lb/{tag}"
         limit = int(max(1, c.timeout_s))
+        kinds = ["out", "tasks", "cpu"] + (["ticks"] if c.ticks else [])
         lines += [
             f"echo 'lab-bench: case-begin {step} {j}'",
-            f"locsample -i {SAMPLE_MS} -m {SCHED_MS} -s {CPUSTAT_MS} -b {SAMPLER_BUDGET_PCT} -t {limit} -o {base} -- "
+            f"locsample -i {SAMPLE_MS} -m {SCHED_MS} -s {CPUSTAT_MS} -b {SAMPLER_BUDGET_PCT} -t {limit}"
+            f"{' -k' if c.ticks else ''} -o {base} -- "
             f"/bin/sh -c {shlex.quote(c.command)} > {base}.out 2>&1",
             f"echo \"lab-bench-rc: $?\" >> {base}.out",
             f"cat {base}.out",
-            f"lab_put_file {tag}.out {base}.out",
-            f"lab_put_file {tag}.tasks {base}.tasks",
-            f"lab_put_file {tag}.cpu {base}.cpu",
-            f"rm -f {base}.out {base}.tasks {base}.cpu",
+        ] + [f"lab_put_file {tag}.{k} {base}.{k}" for k in kinds] + [
+            "rm -f " + " ".join(f"{base}.{k}" for k in kinds),
             f"echo 'lab-bench: case-end {step} {j}'",
         ]
     lines.append("true")
@@ -463,6 +504,101 @@ def locality(tasks: list[TaskSamples], topo: Topo) -> dict:
         if per_node:
             out["home_node_samples"] += max(per_node.values())
             out["home_llc_samples"] += max(per_llc.values())
+    return out
+
+
+def parse_ticks(text: str) -> list[tuple[int, dict[int, int], list[int]]]:
+    """locsample's PREFIX.ticks (-k) -> one (ms, {task index: cpu}, [task indices gone]) per tick, in time order:
+    the tasks named at a tick (new, or on another CPU than at the previous tick) and those no longer seen. A
+    task index is the position of its "task" line in PREFIX.tasks (the order parse_tasks returns)."""
+    out = []
+    for line in text.splitlines():
+        w = line.split()
+        if not w or w[0].startswith("#"):
+            continue
+        try:
+            ms = int(w[0])
+        except ValueError:
+            continue
+        seen: dict[int, int] = {}
+        gone: list[int] = []
+        for item in w[1:]:
+            if item.startswith("-"):
+                if item[1:].isdigit():
+                    gone.append(int(item[1:]))
+            else:
+                idx, colon, cpu = item.partition(":")
+                if colon and idx.isdigit() and cpu.lstrip("-").isdigit():
+                    seen[int(idx)] = int(cpu)
+        out.append((ms, seen, gone))
+    return out
+
+
+def busiest(tasks: list[TaskSamples], selected: list[TaskSamples], n: int | None) -> list[int]:
+    """Indices (into tasks) of the n selected tasks found running (state R) at the most samples; ties go to the
+    one with more samples, then the earlier one. n None: every selected task."""
+    ids = {id(t) for t in selected}
+    idx = [i for i, t in enumerate(tasks) if id(t) in ids]
+    if n is None:
+        return idx
+
+    def key(i):
+        runs = tasks[i].runs
+        return (-sum(r[2] for r in runs), -sum(r[1] for r in runs), i)
+    return sorted(sorted(idx, key=key)[:n])
+
+
+def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list[int], topo: Topo,
+               settle_ms: float = COLOCATION_SETTLE_MS, tasks: list[TaskSamples] | None = None) -> dict:
+    """Co-location of a group of tasks (indices into PREFIX.tasks), tick by tick. Over the ticks at which at
+    least two of them were seen ("pair ticks"), how many found all of those seen on one node (same_node) and
+    on one LLC (same_llc). Moves: a change of a task's CPU between two of its consecutive samples that changes
+    node (cross_node) or LLC (cross_llc); the *_after_start ones happen settle_ms or more after the task's
+    first sample. same_node_after_start / pair_ticks_after_start count only ticks at which every task seen is
+    past its settle time."""
+    node_of, llc_of = topo.node_of(), topo.llc_of()
+    want = set(indices)
+    state: dict[int, int] = {}
+    first: dict[int, int] = {}
+    prev: dict[int, int] = {}
+    out = {"tasks": len(indices), "ticks": 0, "pair_ticks": 0, "same_node": 0, "same_llc": 0,
+           "pair_ticks_after_start": 0, "same_node_after_start": 0, "same_llc_after_start": 0,
+           "cross_node": 0, "cross_llc": 0, "cross_node_after_start": 0, "cross_llc_after_start": 0,
+           "settle_ms": settle_ms}
+    for ms, seen, gone in ticks:
+        out["ticks"] += 1
+        for i in gone:
+            state.pop(i, None)
+        state.update(seen)
+        cur = {i: state[i] for i in want if i in state}
+        settled = True
+        for i, cpu in cur.items():
+            first.setdefault(i, ms)
+            after = ms - first[i] >= settle_ms
+            settled = settled and after
+            p = prev.get(i)
+            if p is not None and p != cpu:
+                if node_of.get(p) != node_of.get(cpu):
+                    out["cross_node"] += 1
+                    out["cross_node_after_start"] += after
+                if llc_of.get(p) != llc_of.get(cpu):
+                    out["cross_llc"] += 1
+                    out["cross_llc_after_start"] += after
+            prev[i] = cpu
+        if len(cur) < 2:
+            continue
+        one_node = len({node_of.get(c) for c in cur.values()}) == 1
+        one_llc = len({llc_of.get(c) for c in cur.values()}) == 1
+        out["pair_ticks"] += 1
+        out["same_node"] += one_node
+        out["same_llc"] += one_llc
+        if settled:
+            out["pair_ticks_after_start"] += 1
+            out["same_node_after_start"] += one_node
+            out["same_llc_after_start"] += one_llc
+    if tasks is not None:
+        out["which"] = [{"tid": tasks[i].tid, "comm": tasks[i].comm, "samples": sum(r[1] for r in tasks[i].runs),
+                         "running": sum(r[2] for r in tasks[i].runs)} for i in indices if i < len(tasks)]
     return out
 
 
@@ -687,10 +823,11 @@ def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: r
                 step["start_error"] = f"{sr.sched_start_error}: {tail}"
     for j, case in enumerate(bench.cases()):
         tag = case_tag(step_idx, j)
+        figures = [f for f in bench.figures if f.applies(case.label)]
         c = {"case": case.id, "label": case.label, "params": case.params, "status": "not-run", "rc": None,
-             "error": None, "elapsed_s": None, "figures": {f.name: None for f in bench.figures},
-             "locality": None, "residency": None, "files": {}}
-        for kind in ("out", "tasks", "cpu"):
+             "error": None, "elapsed_s": None, "figures": {f.name: None for f in figures},
+             "locality": None, "residency": None, "colocation": None, "files": {}}
+        for kind in ("out", "tasks", "cpu", "ticks"):
             src = result.files.get(f"{tag}.{kind}")
             if src and Path(src).exists():
                 dest = raw_dir / f"{tag}.{kind}"
@@ -710,7 +847,7 @@ def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: r
             c["elapsed_s"] = round(meta["elapsed_ms"] / 1000.0, 3)
         c["sampler"] = {"ticks": meta["ticks"], "busy_ms": meta["busy_ms"]}
         if c["rc"] == 0:
-            c["figures"] = {f.name: f.parse(text) for f in bench.figures}
+            c["figures"] = {f.name: f.parse(text) for f in figures}
             missing = [k for k, v in c["figures"].items() if v is None]
             c["status"] = "ok" if not missing else "failed"
             if missing:
@@ -722,6 +859,10 @@ def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: r
                           f"exit status {c['rc']}") + (f": {tail}" if tail else "")
         if tasks:
             c["locality"] = locality(select_tasks(tasks, bench.sample_comm), topo)
+            if "ticks" in c["files"]:
+                ticks = parse_ticks((out / c["files"]["ticks"]).read_text(errors="replace"))
+                idx = busiest(tasks, select_tasks(tasks, bench.sample_comm), bench.colocation_tasks)
+                c["colocation"] = colocation(ticks, idx, topo, bench.colocation_settle_ms, tasks)
             if bench.residency_comm:
                 c["residency"] = residency(tasks, topo, bench.residency_comm, text)
         step["cases"].append(c)
@@ -752,7 +893,7 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
                     "prepare_error": failed.get(s.label)} for s in specs],
         "benchmarks": {b.name: b.to_json() for b in benches},
         "sampler": {"sample_ms": SAMPLE_MS, "sched_ms": SCHED_MS, "cpustat_ms": CPUSTAT_MS,
-                    "budget_pct": SAMPLER_BUDGET_PCT},
+                    "budget_pct": SAMPLER_BUDGET_PCT, "settle_ms": COLOCATION_SETTLE_MS},
         "runs": [],
     }
     for label, reason in failed.items():

@@ -115,7 +115,7 @@ def figure_table(results: dict, bench: str, fig: dict, labels: list[str], failed
     mean_name = "Hmean" if kind == "hmean" else "Amean"
     sd_name = "HStddev" if kind == "hmean" else "Stddev"
     cv_name = "HCoeffVar" if kind == "hmean" else "CoeffVar"
-    cases = case_list(results, bench)
+    cases = [(cid, lbl) for cid, lbl in case_list(results, bench) if fig.get("cases") is None or lbl in fig["cases"]]
     width = max([len(lbl) for _cid, lbl in cases] + [8])
     stat_w = max(len(mean_name), len(sd_name), len(cv_name), 4) + 1
     col = max([FIELD + 1 + PCT] + [len(lbl) for lbl in labels])
@@ -166,6 +166,8 @@ def locality_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
     for s in labels:
         per_run = []
         pooled = {"samples": 0, "home_llc_samples": 0, "home_node_samples": 0}
+        colo = {"pair_ticks": 0, "same_node": 0, "same_llc": 0}
+        colo_moves = []
         iwq_llc, iwq_node, seconds = [], [], []
         busy_ms = elapsed_ms = 0.0
         for r in results.get("runs", []):
@@ -187,6 +189,11 @@ def locality_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
                         if smp.get("busy_ms") is not None and c.get("elapsed_s"):
                             busy_ms += smp["busy_ms"]
                             elapsed_ms += 1000.0 * c["elapsed_s"]
+                cols = [c["colocation"] for c in st["cases"] if c.get("colocation")]
+                if cols:
+                    for k in colo:
+                        colo[k] += sum(x[k] for x in cols)
+                    colo_moves.append(sum(x["cross_node_after_start"] for x in cols))
                 fs = st.get("final_stats") or {}
                 if "idle_while_queued_llc_ms" in fs:
                     iwq_llc.append(fs["idle_while_queued_llc_ms"])
@@ -201,6 +208,9 @@ def locality_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
         row["sampler_pct"] = 100.0 * busy_ms / elapsed_ms if elapsed_ms else None
         row["iwq_llc_ms"] = _mean(iwq_llc)
         row["iwq_node_ms"] = _mean(iwq_node)
+        row["colo_same_node"] = 100.0 * colo["same_node"] / colo["pair_ticks"] if colo["pair_ticks"] else None
+        row["colo_same_llc"] = 100.0 * colo["same_llc"] / colo["pair_ticks"] if colo["pair_ticks"] else None
+        row["colo_cross_node_after"] = _mean(colo_moves)
         out.append(row)
     return out
 
@@ -210,16 +220,62 @@ def _n(v, digits=1):
 
 
 def locality_table(rows: list[dict]) -> str:
+    """The locality table; with co-location columns when any row has co-location data (locsample -k)."""
+    colo = any(r.get("colo_same_node") is not None for r in rows)
     lines = ["| scheduler | runs | seconds | cross-LLC moves | cross-node moves | all moves | se.nr_migrations "
-             "| home LLC | home node | idle while queued, LLC / node (ms) | sampler CPU |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| home LLC | home node | idle while queued, LLC / node (ms) | sampler CPU |"
+             + (" co-located, node | co-located, LLC | cross-node moves after start |" if colo else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if colo else "")]
     for r in rows:
         iwq = ("n/a" if r["iwq_llc_ms"] is None and r["iwq_node_ms"] is None
                else f"{_n(r['iwq_llc_ms'])} / {_n(r['iwq_node_ms'])}")
-        lines.append(f"| {r['sched']} | {r['runs']} | {_n(r['seconds'])} | {_n(r['cross_llc'])} | "
-                     f"{_n(r['cross_node'])} | {_n(r['moves'])} | {_n(r['nr_migrations'], 0)} | "
-                     f"{_n(r['home_llc'])}% | {_n(r['home_node'])}% | {iwq} | "
-                     f"{_n(r.get('sampler_pct'))}% |".replace("n/a%", "n/a"))
+        extra = (f" {_n(r.get('colo_same_node'), 2)}% | {_n(r.get('colo_same_llc'), 2)}% | "
+                 f"{_n(r.get('colo_cross_node_after'))} |") if colo else ""
+        lines.append((f"| {r['sched']} | {r['runs']} | {_n(r['seconds'])} | {_n(r['cross_llc'])} | "
+                      f"{_n(r['cross_node'])} | {_n(r['moves'])} | {_n(r['nr_migrations'], 0)} | "
+                      f"{_n(r['home_llc'])}% | {_n(r['home_node'])}% | {iwq} | "
+                      f"{_n(r.get('sampler_pct'))}% |" + extra).replace("n/a%", "n/a"))
+    return "\n".join(lines)
+
+
+def colocation_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
+    """Per case and scheduler: co-location of the case's busiest tasks (locsample -k), pooled over runs
+    (shares: summed ticks; moves: mean and largest per run; the lowest per-run share of the node)."""
+    out = []
+    for cid, clabel in case_list(results, bench):
+        for s in labels:
+            cols = [c["colocation"] for r in results.get("runs", []) for st in r["steps"]
+                    if st["bench"] == bench and st["sched"] == s
+                    for c in st["cases"] if c["case"] == cid and c.get("colocation")]
+            if not cols:
+                continue
+            tot = {k: sum(x[k] for x in cols) for k in ("pair_ticks", "same_node", "same_llc",
+                                                         "pair_ticks_after_start", "same_node_after_start")}
+            share = lambda a, b: 100.0 * a / b if b else None  # noqa: E731
+            per_run = [share(x["same_node"], x["pair_ticks"]) for x in cols]
+            moves = [x["cross_node_after_start"] for x in cols]
+            out.append({"case": clabel, "sched": s, "runs": len(cols), "tasks": cols[0]["tasks"],
+                        "pair_ticks": tot["pair_ticks"],
+                        "same_node": share(tot["same_node"], tot["pair_ticks"]),
+                        "same_llc": share(tot["same_llc"], tot["pair_ticks"]),
+                        "same_node_min": min((p for p in per_run if p is not None), default=None),
+                        "same_node_after": share(tot["same_node_after_start"], tot["pair_ticks_after_start"]),
+                        "cross_node": _mean([x["cross_node"] for x in cols]),
+                        "cross_node_after": _mean(moves), "cross_node_after_max": max(moves),
+                        "settle_ms": cols[0].get("settle_ms"),
+                        "which": sorted({x["comm"] for c in cols for x in c.get("which", [])})})
+    return out
+
+
+def colocation_table(rows: list[dict]) -> str:
+    lines = ["| case | scheduler | runs | tasks | ticks with 2+ seen | all on one node | lowest run | "
+             "one node after start | all on one LLC | cross-node moves | after start (mean / max) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append((f"| {r['case']} | {r['sched']} | {r['runs']} | {r['tasks']} ({', '.join(r['which'])}) | "
+                      f"{r['pair_ticks']} | {_n(r['same_node'], 2)}% | {_n(r['same_node_min'], 2)}% | "
+                      f"{_n(r['same_node_after'], 2)}% | {_n(r['same_llc'], 2)}% | {_n(r['cross_node'])} | "
+                      f"{_n(r['cross_node_after'])} / {r['cross_node_after_max']} |").replace("n/a%", "n/a"))
     return "\n".join(lines)
 
 
@@ -332,6 +388,16 @@ METHOD = [
     "was seen most; *home LLC/node* is the share of all samples taken there. The harness' own tasks (sh, "
     "sleep, ...) are left out. The sampler runs as SCHED_FIFO priority 1 so it keeps its period on saturated "
     "CPUs; *sampler CPU* is the time it spent sampling, in percent of one CPU over the cases' run time.",
+    "- Co-location (benchmarks with `colocation_tasks = N`): locsample also writes which task was on which CPU "
+    "at every sample (-k, PREFIX.ticks). Of the tasks the locality table counts, the N found running (state R) "
+    "at the most samples form the group (for a communicating pair: the two data tasks, not an idle main "
+    "thread or a listening daemon). *Ticks with 2+ seen*: samples at which at least two of them were alive; "
+    "*all on one node / LLC*: the share of those at which every one seen had last run on one node / LLC "
+    "(pooled over runs; *lowest run* is the smallest per-run share); *after start* leaves out, per task, the "
+    "first {settle_ms} ms (unless the benchmark sets colocation_settle_ms) after its first sample (initial "
+    "placement and first balancing). A cross-node move is a "
+    "change of node between two consecutive samples of a task (a lower bound, as above). The locality table's "
+    "co-location columns pool a benchmark's cases; its moves after start are summed over cases, mean over runs.",
     "- Idle while queued: sampled time a CPU was idle while a task waited in its LLC / node, from "
     "scx_locality's `scx_locality-final-stats` line (per step, averaged over runs); n/a for other schedulers.",
     "- Utilisation heatmaps: per-CPU busy share from /proc/stat every {cpustat_ms} ms, CPUs ordered by node, "
@@ -347,7 +413,8 @@ def write_report(out: Path) -> Path:
     labels = [s["label"] for s in results["scheds"]]
     status = sched_status(results)
     failed = {s["label"] for s in status if s["status"] in ("failed", "not run")}
-    smp = {"sample_ms": 100, "sched_ms": 500, "cpustat_ms": 500, "budget_pct": 10, **results.get("sampler", {})}
+    smp = {"sample_ms": 100, "sched_ms": 500, "cpustat_ms": 500, "budget_pct": 10, "settle_ms": 1000,
+           **results.get("sampler", {})}
     lines = [f"# Bench report: {results['machine']}", "",
              f"- machine: `{results.get('machine_summary', results['machine'])}`",
              f"- schedulers: {', '.join(f'`{x}`' for x in labels)} (baseline: `{labels[0]}`)",
@@ -380,6 +447,11 @@ def write_report(out: Path) -> Path:
             lines += ["Failed cases:", ""] + fails[:40] + more + [""]
         lines += [f"### {bname}: locality of the benchmark's tasks", "",
                   locality_table(locality_rows(results, bname, labels)), ""]
+        crows = colocation_rows(results, bname, labels)
+        if crows:
+            n = bdef.get("colocation_tasks")
+            lines += [f"### {bname}: co-location of its {n} busiest tasks, sample by sample", "",
+                      colocation_table(crows), ""]
         if bdef.get("residency_comm"):
             lines += residency_section(results, bname, labels)
             p = plots.residency_heatmap(results, out, bname)

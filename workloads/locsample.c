@@ -2,7 +2,7 @@
 /*
  * locsample: run a command and record where its tasks ran.
  *
- *   locsample [-i MS] [-m MS] [-s MS] [-b PERCENT] [-t SECONDS] -o PREFIX -- CMD [ARG...]
+ *   locsample [-i MS] [-m MS] [-s MS] [-b PERCENT] [-t SECONDS] [-k] -o PREFIX -- CMD [ARG...]
  *
  * Forks CMD and, until it exits, every -i ms (default 100; longer when a scan would take more than -b percent,
  * default 10, of one CPU: with hundreds of tasks under TCG one scan can take tens of ms) reads field 39 ("processor", the CPU a task last ran
@@ -23,6 +23,15 @@
  * the last field run-length encodes the sequence of sampled CPUs: each entry is one stretch of consecutive
  * samples on one CPU, with how many of them found the task running (state R).
  * PREFIX.cpu: "<ms> cpuN user nice system idle iowait irq softirq steal ..." per CPU per sample.
+ * PREFIX.ticks (only with -k; written as the samples are taken): which task was on which CPU at each sample,
+ * so that tasks can be compared tick by tick (were two tasks on one node at the same moment?). Delta encoded:
+ *   # locsample-ticks 1 interval_ms=100
+ *   <ms> [<idx>:<cpu> ...] [-<idx> ...]
+ * one line per sample (tick), in time order; <idx> is the 0-based position of the task's "task" line in
+ * PREFIX.tasks. "<idx>:<cpu>" says the task was seen on <cpu> at this tick and either was not seen at the
+ * previous tick or was then on another CPU; "-<idx>" says the task seen at the previous tick was not seen at
+ * this one (it exited, or became a zombie). A task seen at the previous tick and not named is on the same CPU.
+ * The CPU is the one the task last ran on, as in PREFIX.tasks. A tick line with no entries means no change.
  *
  * Exits with CMD's exit status (128+signal if a signal ended it).
  */
@@ -57,6 +66,8 @@ struct task {
 	long nr_migrations;
 	struct run *runs;
 	int nr_runs, cap_runs;
+	long tick_seen; /* the tick (1-based) of its latest sample, 0 = never */
+	int tick_cpu; /* its CPU at that sample */
 };
 
 static struct task *tasks;
@@ -71,6 +82,11 @@ static int max_pid;
 static int scan_hi; /* one past the highest pid seen so far: the arrays are only touched below it */
 
 static struct timespec t_start;
+
+/* -k: the per-tick record (PREFIX.ticks). */
+static FILE *tick_out;
+static long tick_no;
+static int *tick_live, nr_tick_live, cap_tick_live; /* indices of the tasks seen at the previous tick */
 
 static long now_ms(void)
 {
@@ -208,6 +224,45 @@ static long read_nr_migrations(int taskdir)
 	return p ? atol(p + 1) : -1;
 }
 
+/* -k: a task seen at this tick; names it on the tick line when it is new or changed CPU. */
+static void tick_note(struct task *t, int cpu)
+{
+	int was_live = t->tick_seen == tick_no - 1 && tick_no > 1;
+
+	if (!tick_out || t->tick_seen == tick_no)
+		return;
+	if (!was_live || t->tick_cpu != cpu)
+		fprintf(tick_out, " %d:%d", (int)(t - tasks), cpu);
+	if (!was_live) {
+		if (nr_tick_live == cap_tick_live) {
+			cap_tick_live = cap_tick_live ? cap_tick_live * 2 : 64;
+			tick_live = xrealloc(tick_live, sizeof(*tick_live) * cap_tick_live);
+		}
+		tick_live[nr_tick_live++] = (int)(t - tasks);
+	}
+	t->tick_seen = tick_no;
+	t->tick_cpu = cpu;
+}
+
+/* -k: end of a tick: the tasks seen at the previous tick and not at this one are gone. */
+static void tick_end(void)
+{
+	int n = 0;
+
+	if (!tick_out)
+		return;
+	for (int i = 0; i < nr_tick_live; i++) {
+		int idx = tick_live[i];
+
+		if (tasks[idx].tick_seen == tick_no)
+			tick_live[n++] = idx;
+		else
+			fprintf(tick_out, " -%d", idx);
+	}
+	nr_tick_live = n;
+	fputc('\n', tick_out);
+}
+
 /* Pid -> parent pid for the processes of this scan (0 = unknown). */
 static int *ppid_of;
 static unsigned char *ours;
@@ -236,6 +291,9 @@ static void sample_tasks(int root, int do_sched)
 
 	if (!proc)
 		return;
+	tick_no++;
+	if (tick_out)
+		fprintf(tick_out, "%ld", ms);
 	memset(seen_now, 0, scan_hi);
 	memset(ours, 0, scan_hi);
 	/* Pass 1: parents of processes we have not ruled out. */
@@ -310,6 +368,7 @@ keep:
 			    (t = find_task(pid, tid, comm))) {
 				snprintf(t->comm, sizeof(t->comm), "%s", comm);
 				add_sample(t, cpu, state == 'R', ms);
+				tick_note(t, cpu);
 				if (do_sched || t->nr_migrations < 0) {
 					long m = read_nr_migrations(tdir);
 
@@ -323,6 +382,7 @@ keep:
 	}
 	closedir(proc);
 	free(pids);
+	tick_end();
 }
 
 /* SIGKILL CMD's process group and every process seen descending from it in the last scan. */
@@ -359,7 +419,7 @@ static void sample_cpustat(FILE *out)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: locsample [-i MS] [-m MS] [-s MS] [-b PERCENT] [-t SECONDS] -o PREFIX -- "
+	fprintf(stderr, "usage: locsample [-i MS] [-m MS] [-s MS] [-b PERCENT] [-t SECONDS] [-k] -o PREFIX -- "
 			"CMD [ARG...]\n");
 	exit(2);
 }
@@ -403,10 +463,10 @@ int main(int argc, char **argv)
 	char path[4096];
 	FILE *task_out;
 	pthread_t stat_thread;
-	int opt, status = 0, rc;
+	int opt, status = 0, rc, want_ticks = 0;
 	pid_t child;
 
-	while ((opt = getopt(argc, argv, "+i:m:s:b:t:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "+i:m:s:b:t:ko:")) != -1) {
 		switch (opt) {
 		case 't': limit_ms = (long)(atof(optarg) * 1000); break;
 		case 'b': budget = atol(optarg); break;
@@ -414,6 +474,7 @@ int main(int argc, char **argv)
 		case 'm': sched_every = atol(optarg); break;
 		case 's': stat_every = atol(optarg); break;
 		case 'o': prefix = optarg; break;
+		case 'k': want_ticks = 1; break;
 		default: usage();
 		}
 	}
@@ -442,10 +503,16 @@ int main(int argc, char **argv)
 	cpu_out = fopen(path, "w");
 	snprintf(path, sizeof(path), "%s.tasks", prefix);
 	task_out = fopen(path, "w");
-	if (!cpu_out || !task_out) {
+	if (want_ticks) {
+		snprintf(path, sizeof(path), "%s.ticks", prefix);
+		tick_out = fopen(path, "w");
+	}
+	if (!cpu_out || !task_out || (want_ticks && !tick_out)) {
 		perror("locsample: cannot write output");
 		return 125;
 	}
+	if (tick_out)
+		fprintf(tick_out, "# locsample-ticks 1 interval_ms=%ld\n", interval);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	clock_gettime(CLOCK_MONOTONIC, &t_start);
 	child = fork();
@@ -520,5 +587,7 @@ int main(int argc, char **argv)
 	}
 	fclose(task_out);
 	fclose(cpu_out);
+	if (tick_out)
+		fclose(tick_out);
 	return rc;
 }

@@ -374,3 +374,143 @@ def test_peer_ops_name_carries_the_version_suffix(monkeypatch):
     specs = {s.name: s for s in bench.parse_sched_list("eevdf,scx_locality,scx_bpfland", ablate=False)}
     assert specs["scx_bpfland"].ops == "bpfland_1.1.4_x86_64_unknown_linux_gnu"
     assert specs["scx_locality"].ops == "locality"
+
+
+# Co-location (locsample -k). Tasks by index: 0 sh, 1 hackbench main thread (idle), 2 sender, 3 receiver.
+PAIR_TASKS = """# locsample 1 interval_ms=100
+end 1000 0
+ticks 8 4
+task 200 200 sh 0 700 0 0:8:0
+task 201 201 hackbench 0 700 0 0:8:1
+task 201 202 hackbench 0 700 3 1:3:3,4:2:2,2:3:3
+task 201 203 hackbench 0 600 2 1:2:2,5:4:4,6:1:0
+"""
+# One line per tick: ms, then index:cpu for new tasks or a changed CPU, -index for tasks gone.
+#            tick ms   sender(2)  receiver(3)   nodes        LLCs (TOPO: 0-1, 2-3, 4-5, 6-7)
+#            0    0    1          1             0 0 same     0 0 same
+#            1    100  1          1             same         same
+#            2    300  1          5             0 1 split    0 2 split
+#            3    500  4          5             1 1 same     2 2 same
+#            4    900  4          5             same         same
+#            5    1100 2          5             0 1 split    1 2 split
+#            6    1300 2          6             0 1 split    1 3 split
+#            7    1400 2          (gone)        one task: not a pair tick
+PAIR_TICKS = """# locsample-ticks 1 interval_ms=100
+0 0:0 1:0 2:1 3:1
+100
+300 3:5
+500 2:4
+900
+1100 2:2
+1300 3:6 -0
+1400 -3
+"""
+
+
+def test_parse_ticks():
+    ticks = bench.parse_ticks(PAIR_TICKS + "garbage line\n")
+    assert len(ticks) == 8
+    assert ticks[0] == (0, {0: 0, 1: 0, 2: 1, 3: 1}, [])
+    assert ticks[1] == (100, {}, [])
+    assert ticks[6] == (1300, {3: 6}, [0])
+    assert ticks[7] == (1400, {}, [3])
+
+
+def test_busiest_tasks_pick_the_pair():
+    _, tasks = bench.parse_tasks(PAIR_TASKS)
+    sel = bench.select_tasks(tasks, ["hackbench"])
+    assert len(sel) == 3
+    # running samples: main thread 1, sender 8, receiver 6
+    assert bench.busiest(tasks, sel, 2) == [2, 3]
+    assert bench.busiest(tasks, sel, None) == [1, 2, 3]
+    assert bench.busiest(tasks, bench.select_tasks(tasks), 1) == [2]
+
+
+def test_colocation_of_a_pair_tick_by_tick():
+    _, tasks = bench.parse_tasks(PAIR_TASKS)
+    co = bench.colocation(bench.parse_ticks(PAIR_TICKS), [2, 3], TOPO, settle_ms=1000, tasks=tasks)
+    # pair ticks 0..6 (7); on one node at ticks 0, 1, 3, 4 (4); on one LLC at the same four
+    assert (co["ticks"], co["pair_ticks"], co["same_node"], co["same_llc"]) == (8, 7, 4, 4)
+    # sender 1->4 at 500 ms (node, LLC), 4->2 at 1100 ms (node, LLC, after start: 1100 - 0 >= 1000);
+    # receiver 1->5 at 300 ms (node, LLC), 5->6 at 1300 ms (LLC only, same node 1)
+    assert (co["cross_node"], co["cross_llc"]) == (3, 4)
+    assert (co["cross_node_after_start"], co["cross_llc_after_start"]) == (1, 2)
+    # after start: ticks 5 and 6 (both tasks past 1000 ms), both split
+    assert (co["pair_ticks_after_start"], co["same_node_after_start"], co["same_llc_after_start"]) == (2, 0, 0)
+    assert [w["tid"] for w in co["which"]] == [202, 203]
+    assert co["which"][0] == {"tid": 202, "comm": "hackbench", "samples": 8, "running": 8}
+    # With the idle main thread (always on CPU 0, node 0) as a third task: every tick has 2+ tasks (at 1400 ms
+    # the main thread and the sender); all on one node at ticks 0, 1 (CPUs 0, 1, 1) and 7 (CPUs 0, 2) only,
+    # since whenever the pair is together on node 1 (ticks 3, 4) the main thread is on node 0
+    three = bench.colocation(bench.parse_ticks(PAIR_TICKS), [1, 2, 3], TOPO, settle_ms=0)
+    assert (three["pair_ticks"], three["same_node"]) == (8, 3)
+    # ...and no settle time counts every move as after start
+    assert three["cross_node_after_start"] == three["cross_node"] == 3
+
+
+def test_colocation_counts_a_tick_with_three_on_one_node():
+    ticks = bench.parse_ticks("0 0:0 1:1 2:2\n100 2:4\n200 2:3\n")
+    co = bench.colocation(ticks, [0, 1, 2], TOPO, settle_ms=150)
+    assert (co["pair_ticks"], co["same_node"], co["same_llc"]) == (3, 2, 0)  # LLCs {0, 1}, then node split
+    assert (co["cross_node"], co["cross_node_after_start"]) == (2, 1)  # 2->4 at 100 ms, 4->3 at 200 ms
+
+
+def test_numa_pair_benchmark_cases_and_figures():
+    b = bench.load_benchmark("numa-pair")
+    cases = {c.label: c for c in b.cases()}
+    assert set(cases) == {"hackbench-pair", "netperf-stream"}
+    assert cases["hackbench-pair"].command.startswith("hackbench -p -T -g 1 -f 1 -l ")
+    assert "{" not in cases["hackbench-pair"].command  # the choice's {loops} was filled in
+    assert "-t TCP_STREAM" in cases["netperf-stream"].command and "127.0.0.2" in cases["netperf-stream"].command
+    assert all(c.ticks for c in cases.values()) and b.colocation_tasks == 2
+    assert {f.name: f.cases for f in b.figures} == {"hackbench-time": ["hackbench-pair"],
+                                                    "netperf-throughput": ["netperf-stream"]}
+    small = bench.load_benchmark("numa-pair:loops=1000:pair=hackbench-pair")
+    assert [c.command for c in small.cases()] == ["hackbench -p -T -g 1 -f 1 -l 1000"]
+    assert not any(c.ticks for c in bench.load_benchmark("hackbench").cases())
+
+
+def test_malformed_colocation_fields(tmp_path):
+    with pytest.raises(bench.BenchError, match="colocation_tasks"):
+        bench.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 1\n" + TB))
+    with pytest.raises(bench.BenchError, match=r"choices.mode.a.*\{nope\}"):
+        bench.load_benchmark("tb", write_bench(tmp_path, TB.replace('"--alpha"', '"--alpha {nope}"')))
+    with pytest.raises(bench.BenchError, match="no case 'zz'"):
+        bench.load_benchmark("tb", write_bench(tmp_path, TB.replace('mean = "amean"', 'mean = "amean"\ncases = ["zz"]')))
+
+
+def test_step_command_asks_for_ticks_only_with_colocation(tmp_path):
+    b = bench.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 2\n" + TB))
+    cmd = bench.step_command(b.cases(), 0, "run=1 bench=tb sched=eevdf")
+    assert cmd.count(" -k -o ") == 4
+    assert "lab_put_file s0c1.ticks /tmp/lb/s0c1.ticks" in cmd and "/tmp/lb/s0c1.ticks\n" in cmd
+    plain = bench.step_command(bench.load_benchmark("tb", write_bench(tmp_path, TB)).cases(), 0, "x")
+    assert " -k " not in plain and ".ticks" not in plain
+
+
+def test_collect_step_with_ticks_and_per_case_figures(tmp_path):
+    text = TB.replace('mean = "amean"', 'mean = "amean"\ncases = ["a-1"]') + """
+[[figure]]
+name = "rate"
+regex = 'rate: ([0-9.]+)'
+higher_is_better = true
+mean = "hmean"
+cases = ["b-1"]
+"""
+    text = "colocation_tasks = 2\nsample_comm = [\"hackbench\"]\n" + text.replace("n = [1, 3]", "n = [1]")
+    b = bench.load_benchmark("tb", write_bench(tmp_path, text))
+    out = tmp_path / "out"
+    raw = out / "raw" / "run1"
+    raw.mkdir(parents=True)
+    files = {"s0c0.out": "time: 1.5\nlab-bench-rc: 0\n", "s0c0.tasks": PAIR_TASKS, "s0c0.ticks": PAIR_TICKS,
+             "s0c1.out": "rate: 40\nlab-bench-rc: 0\n", "s0c1.tasks": PAIR_TASKS}
+    res = fake_result(tmp_path, files, [run.StepResult(sched="eevdf", cmd_exit=0, cmd_seconds=3.0)])
+    st = bench.collect_step(res, 0, b, run.parse_sched("eevdf"), TOPO, out, raw)
+    a, bb = st["cases"]
+    assert a["status"] == "ok" and a["figures"] == {"t": 1.5}
+    assert bb["status"] == "ok" and bb["figures"] == {"rate": 40.0}
+    assert a["colocation"]["pair_ticks"] == 7 and a["colocation"]["same_node"] == 4
+    assert [w["tid"] for w in a["colocation"]["which"]] == [202, 203]
+    assert (out / a["files"]["ticks"]).exists()
+    assert bb["colocation"] is None  # no ticks file came back
+    assert b.to_json()["figures"][0]["cases"] == ["a-1"]

@@ -168,3 +168,51 @@ def test_cpu_utilisation_matrix():
     assert mat.shape == (4, 1)
     assert list(mat[:, 0]) == [25.0, 0.0, 50.0, 100.0]
     assert plots.parse_cpustat("garbage\n0 cpu 1 2 3 4\n") == {}
+
+
+def colo(pair_ticks, same_node, same_llc, cross_node, after, after_ticks=None, after_same=None):
+    return {"tasks": 2, "ticks": pair_ticks + 1, "pair_ticks": pair_ticks, "same_node": same_node,
+            "same_llc": same_llc, "pair_ticks_after_start": after_ticks if after_ticks is not None else pair_ticks,
+            "same_node_after_start": after_same if after_same is not None else same_node,
+            "same_llc_after_start": same_llc, "cross_node": cross_node, "cross_llc": cross_node,
+            "cross_node_after_start": after, "cross_llc_after_start": after, "settle_ms": 1000,
+            "which": [{"tid": 5, "comm": "netperf", "samples": 9, "running": 9},
+                      {"tid": 7, "comm": "netserver", "samples": 9, "running": 8}]}
+
+
+def test_colocation_columns_and_table(out):
+    res = report.load(out)
+    # eevdf: case A runs 1, 2: 100 ticks, 50 and 70 on one node; case B: 100 ticks, all on one node
+    # scx_locality: case A 100 ticks, 100 and 99 on one node; no co-location for case B
+    for r in res["runs"]:
+        for st in r["steps"]:
+            for c in st["cases"]:
+                if st["sched"] == "eevdf":
+                    c["colocation"] = (colo(100, 30 + 20 * r["run"], 20, 4, r["run"]) if c["label"] == "A"
+                                       else colo(100, 100, 100, 0, 0))
+                elif st["sched"] == "scx_locality" and c["label"] == "A":
+                    c["colocation"] = colo(100, 101 - r["run"], 90, 1, 0, after_ticks=80, after_same=80)
+    res["benchmarks"]["tb"]["colocation_tasks"] = 2
+    (out / "results.json").write_text(json.dumps(res))
+    rows = {r["sched"]: r for r in report.locality_rows(res, "tb", ["eevdf", "scx_locality", "scx_bad"])}
+    # eevdf pooled: (50 + 100 + 70 + 100) / 400 = 80%; LLC (20 + 100) * 2 / 400 = 60%;
+    # moves after start per run (A + B): 1, 2 -> mean 1.5
+    assert rows["eevdf"]["colo_same_node"] == pytest.approx(80.0)
+    assert rows["eevdf"]["colo_same_llc"] == pytest.approx(60.0)
+    assert rows["eevdf"]["colo_cross_node_after"] == 1.5
+    assert rows["scx_locality"]["colo_same_node"] == pytest.approx(99.5)  # (100 + 99) / 200
+    assert rows["scx_bad"]["colo_same_node"] is None
+    crow = {(r["case"], r["sched"]): r for r in report.colocation_rows(res, "tb", ["eevdf", "scx_locality"])}
+    assert set(crow) == {("A", "eevdf"), ("B", "eevdf"), ("A", "scx_locality")}
+    a = crow[("A", "eevdf")]
+    assert (a["runs"], a["pair_ticks"], a["same_node"], a["same_node_min"]) == (2, 200, 60.0, 50.0)
+    assert (a["cross_node"], a["cross_node_after"], a["cross_node_after_max"]) == (4.0, 1.5, 2)
+    assert crow[("A", "scx_locality")]["same_node_after"] == 100.0  # 160 of 160 after start
+    assert crow[("A", "scx_locality")]["which"] == ["netperf", "netserver"]
+    text = report.write_report(out).read_text()
+    assert "| co-located, node | co-located, LLC | cross-node moves after start |" in text
+    assert "| 80.00% | 60.00% | 1.5 |" in text
+    assert "### tb: co-location of its 2 busiest tasks, sample by sample" in text
+    assert ("| A | scx_locality | 2 | 2 (netperf, netserver) | 200 | 99.50% | 99.00% | 100.00% | 90.00% | 1.0 | "
+            "0.0 / 0 |") in text
+    assert "first 1000 ms" in text
