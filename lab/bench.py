@@ -555,7 +555,9 @@ def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list
     on one LLC (same_llc). Moves: a change of a task's CPU between two of its consecutive samples that changes
     node (cross_node) or LLC (cross_llc); the *_after_start ones happen settle_ms or more after the task's
     first sample. same_node_after_start / pair_ticks_after_start count only ticks at which every task seen is
-    past its settle time."""
+    past its settle time. node_share_sum: over the pair ticks, the sum of the share of the tasks seen that sat on
+    the node holding most of them (1.0 = all on one node; 1/nodes = evenly spread), so node_share_sum /
+    pair_ticks says whether a group spreads (a parallel job) as well as whether it stays together (a pair)."""
     node_of, llc_of = topo.node_of(), topo.llc_of()
     want = set(indices)
     state: dict[int, int] = {}
@@ -564,7 +566,7 @@ def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list
     out = {"tasks": len(indices), "ticks": 0, "pair_ticks": 0, "same_node": 0, "same_llc": 0,
            "pair_ticks_after_start": 0, "same_node_after_start": 0, "same_llc_after_start": 0,
            "cross_node": 0, "cross_llc": 0, "cross_node_after_start": 0, "cross_llc_after_start": 0,
-           "settle_ms": settle_ms}
+           "node_share_sum": 0.0, "settle_ms": settle_ms}
     for ms, seen, gone in ticks:
         out["ticks"] += 1
         for i in gone:
@@ -587,7 +589,11 @@ def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list
             prev[i] = cpu
         if len(cur) < 2:
             continue
-        one_node = len({node_of.get(c) for c in cur.values()}) == 1
+        per_node: dict = {}
+        for c in cur.values():
+            per_node[node_of.get(c)] = per_node.get(node_of.get(c), 0) + 1
+        out["node_share_sum"] += max(per_node.values()) / len(cur)
+        one_node = len(per_node) == 1
         one_llc = len({llc_of.get(c) for c in cur.values()}) == 1
         out["pair_ticks"] += 1
         out["same_node"] += one_node

@@ -259,6 +259,8 @@ def colocation_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
                         "same_node": share(tot["same_node"], tot["pair_ticks"]),
                         "same_llc": share(tot["same_llc"], tot["pair_ticks"]),
                         "same_node_min": min((p for p in per_run if p is not None), default=None),
+                        "node_share": share(sum(x.get("node_share_sum", 0.0) for x in cols), tot["pair_ticks"])
+                        if all("node_share_sum" in x for x in cols) else None,
                         "same_node_after": share(tot["same_node_after_start"], tot["pair_ticks_after_start"]),
                         "cross_node": _mean([x["cross_node"] for x in cols]),
                         "cross_node_after": _mean(moves), "cross_node_after_max": max(moves),
@@ -269,12 +271,14 @@ def colocation_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
 
 def colocation_table(rows: list[dict]) -> str:
     lines = ["| case | scheduler | runs | tasks | ticks with 2+ seen | all on one node | lowest run | "
-             "one node after start | all on one LLC | cross-node moves | after start (mean / max) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "one node after start | all on one LLC | busiest node's share | cross-node moves | "
+             "after start (mean / max) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append((f"| {r['case']} | {r['sched']} | {r['runs']} | {r['tasks']} ({', '.join(r['which'])}) | "
                       f"{r['pair_ticks']} | {_n(r['same_node'], 2)}% | {_n(r['same_node_min'], 2)}% | "
-                      f"{_n(r['same_node_after'], 2)}% | {_n(r['same_llc'], 2)}% | {_n(r['cross_node'])} | "
+                      f"{_n(r['same_node_after'], 2)}% | {_n(r['same_llc'], 2)}% | "
+                      f"{_n(r.get('node_share'), 1)}% | {_n(r['cross_node'])} | "
                       f"{_n(r['cross_node_after'])} / {r['cross_node_after_max']} |").replace("n/a%", "n/a"))
     return "\n".join(lines)
 

@@ -453,6 +453,8 @@ def test_colocation_counts_a_tick_with_three_on_one_node():
     co = bench.colocation(ticks, [0, 1, 2], TOPO, settle_ms=150)
     assert (co["pair_ticks"], co["same_node"], co["same_llc"]) == (3, 2, 0)  # LLCs {0, 1}, then node split
     assert (co["cross_node"], co["cross_node_after_start"]) == (2, 1)  # 2->4 at 100 ms, 4->3 at 200 ms
+    # busiest node's share per tick: 3/3, 2/3 (task 2 alone on node 1), 3/3
+    assert co["node_share_sum"] == pytest.approx(1 + 2 / 3 + 1)
 
 
 def test_numa_pair_benchmark_cases_and_figures():

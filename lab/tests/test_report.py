@@ -176,6 +176,7 @@ def colo(pair_ticks, same_node, same_llc, cross_node, after, after_ticks=None, a
             "same_node_after_start": after_same if after_same is not None else same_node,
             "same_llc_after_start": same_llc, "cross_node": cross_node, "cross_llc": cross_node,
             "cross_node_after_start": after, "cross_llc_after_start": after, "settle_ms": 1000,
+            "node_share_sum": same_node + 0.5 * (pair_ticks - same_node),  # a pair: all on one node or half
             "which": [{"tid": 5, "comm": "netperf", "samples": 9, "running": 9},
                       {"tid": 7, "comm": "netserver", "samples": 9, "running": 8}]}
 
@@ -213,6 +214,7 @@ def test_colocation_columns_and_table(out):
     assert "| co-located, node | co-located, LLC | cross-node moves after start |" in text
     assert "| 80.00% | 60.00% | 1.5 |" in text
     assert "### tb: co-location of its 2 busiest tasks, sample by sample" in text
-    assert ("| A | scx_locality | 2 | 2 (netperf, netserver) | 200 | 99.50% | 99.00% | 100.00% | 90.00% | 1.0 | "
-            "0.0 / 0 |") in text
+    # busiest node's share: (100 + 99 + 0.5) / 200 ticks = 99.75%
+    assert ("| A | scx_locality | 2 | 2 (netperf, netserver) | 200 | 99.50% | 99.00% | 100.00% | 90.00% | 99.8% | "
+            "1.0 | 0.0 / 0 |") in text
     assert "first 1000 ms" in text

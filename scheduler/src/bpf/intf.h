@@ -109,12 +109,14 @@ enum locality_stat {
 	STAT_XNODE_EXEC,	/* exec placement moved a task to another node */
 	STAT_XNODE_STEAL_BALANCE, /* remote steal (policy modes: within a balance pass budget) */
 	STAT_XNODE_STEAL_OFFLINE, /* drained an offline CPU of another node */
+	STAT_XNODE_WAKE_FOLLOW,	/* a synchronous wakee followed its waker's node */
 	/* NUMA policy decisions */
 	STAT_NUMA_PASSES,	/* cross-node balance passes run */
 	STAT_NUMA_BUDGET,	/* tasks the passes allowed to move (sum of budgets) */
 	STAT_NUMA_PUSH_KEPT,	/* push across denied: node within the allowance */
 	STAT_NUMA_NEW_LOCAL,	/* new process (fork/exec) kept on its parent's node */
 	STAT_NUMA_TASK_RECENT,	/* move across denied: task crossed within the interval */
+	STAT_NUMA_FOLLOW_REFUSED, /* wakee kept off its waker's node: beyond the allowance */
 
 	/* cache-aware scheduling (cache.bpf.c) */
 	STAT_CACHE_PREF_SET,	/* a process got a preferred LLC */

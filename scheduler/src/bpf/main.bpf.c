@@ -398,6 +398,8 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	} else if (is_fork && p->pid == p->tgid) {
 		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
 	}
+	if (cpu < 0 && !is_fork && (wake_flags & SCX_WAKE_SYNC))
+		cpu = push_follow_waker(p, prev_cpu, bpf_get_smp_processor_id());
 	if (cpu < 0 && !is_fork)
 		cpu = cache_wake_pick(p, prev_cpu);
 	if (cpu < 0)

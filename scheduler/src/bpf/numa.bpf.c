@@ -53,6 +53,12 @@
  *    prev's node has no idle allowed CPU): allowed only if numa_moves(prev
  *    node + the waking task, least loaded node) >= 1; the CPU is then taken
  *    from that least loaded node (else anywhere allowed).
+ * 2b. Wake-up following the waker (push.bpf.c step 0): a task woken
+ *    synchronously (SCX_WAKE_SYNC: pipes, sockets) by a task on another
+ *    node takes an idle CPU of the waker's LLC, else of its node, if
+ *    numa_moves(waker node + the task, the task's node) == 0: the result is
+ *    within the allowance, so a communicating pair ends up on one node
+ *    (numa_wake_follow()). The kernel gets the same from wake_affine().
  * 3. New process (fork of a thread-group leader, p->pid == p->tgid) and
  *    exec: stays near its parent (normal push) when numa_adjust(parent
  *    node - least loaded node, busiest = parent node, local_running =
@@ -279,6 +285,44 @@ static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
 	numa_task_crossed(tctx, now);
 	stat_inc(cause);
 	return cpu;
+}
+
+/*
+ * Wake-up across nodes, the pair of Gorman's seed: may @p, woken
+ * synchronously by the task running on @waker_cpu, follow its waker from
+ * @prev_cpu's node to the waker's? Only if the balancer would tolerate the
+ * result: numa_moves(waker's node + @p, @p's node) == 0, i.e. the imbalance
+ * left is within the allowance and no balance pass would send a task back;
+ * and only once per task per interval. Without this the two ends of a pair
+ * that new-process placement started on different nodes (netserver forks
+ * its data child onto the least loaded node, away from netperf) stayed
+ * apart: the push never looks beyond prev's node while it has an idle CPU,
+ * and lab numa-pair measured 0% of samples with netperf and its netserver
+ * on one node (EEVDF 99%, through its wake_affine()).
+ */
+static bool numa_wake_follow(struct task_struct *p, s32 prev_cpu, s32 waker_cpu)
+{
+	u32 wn, pn;
+
+	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_valid(prev_cpu) ||
+	    !cpu_valid(waker_cpu))
+		return false;
+	wn = cpu_node[waker_cpu & CPU_MASK];
+	pn = cpu_node[prev_cpu & CPU_MASK];
+	if (wn == pn || !numa_task_may_cross(task_ctx(p), bpf_ktime_get_ns()))
+		return false;
+	if (numa_moves(wn, pn, 1)) {
+		stat_inc(STAT_NUMA_FOLLOW_REFUSED);
+		return false;
+	}
+	return true;
+}
+
+/* @p followed its waker to another node (the push found it a CPU there) */
+static __always_inline void numa_followed(struct task_struct *p)
+{
+	numa_task_crossed(task_ctx(p), bpf_ktime_get_ns());
+	stat_inc(STAT_XNODE_WAKE_FOLLOW);
 }
 
 /* pull level 5: is a cross-node steal possible at all for @cpu now? */

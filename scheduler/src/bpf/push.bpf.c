@@ -5,6 +5,9 @@
  * Idea: look for an idle CPU nearest to the task's previous CPU, trying the
  * levels in order of how much cache they share with it:
  *
+ *   0. a synchronous wake-up by a task on another node: an idle CPU in the
+ *      waker's LLC, else its node, if numa_wake_follow() (numa.bpf.c)
+ *      allows it -- a communicating pair ends up on one node
  *   1. prev CPU, if its whole core is idle   (warm L1/L2, no SMT sharing)
  *   2. an idle core in prev's LLC            (warm LLC, no SMT sharing)
  *   3. an idle CPU in prev's LLC, prev first (warm LLC)
@@ -79,8 +82,28 @@
  * Knobs: no_idle_core skips steps 1 and 2 (A/B switch for the idle-core
  * preference); push_cross_node = 0 vetoes step 5 in every NUMA mode.
  * Stats: STAT_PICK_{PREV_CORE, LLC_CORE, LLC_CPU, NODE_CPU, OTHER, NONE},
- * STAT_DIRECT.
+ * STAT_DIRECT; step 0: STAT_XNODE_WAKE_FOLLOW, STAT_NUMA_FOLLOW_REFUSED.
  */
+
+/*
+ * Step 0: a claimed idle CPU near the task on @waker_cpu that woke @p
+ * synchronously from another node, or -1. The waker's own CPU is not
+ * taken even if it is about to sleep: its idle bit is clear while it runs.
+ */
+static s32 push_follow_waker(struct task_struct *p, s32 prev_cpu, s32 waker_cpu)
+{
+	s32 cpu;
+
+	if (!numa_wake_follow(p, prev_cpu, waker_cpu))
+		return -1;
+	cpu = idle_pick_llc(p, cpu_llc[waker_cpu & CPU_MASK], false);
+	if (cpu < 0)
+		cpu = idle_pick_node(p, cpu_node[waker_cpu & CPU_MASK],
+				     cpu_llc[waker_cpu & CPU_MASK]);
+	if (cpu >= 0)
+		numa_followed(p);
+	return cpu;
+}
 
 /* Return a claimed idle CPU for @p, or -1 to stay on @prev_cpu. */
 static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu, bool is_fork)
