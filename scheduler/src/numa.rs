@@ -7,8 +7,10 @@
 //! Gorman 2019, "bounded NUMA imbalance"); balancing across nodes runs on
 //! its own slow pass (Bligh & Hohnbaum 2003). The mechanism lives in
 //! src/bpf/numa.bpf.c (its header says where each rule applies: the
-//! cross-node balance pass, the wake-up push across nodes, fork/exec
-//! placement, the once-per-interval rule per task).
+//! cross-node balance pass, the wake-up push across nodes, a synchronous
+//! wakee following its waker's node, fork/exec placement, the
+//! once-per-interval rule per task, the settled-task rule for cross-node
+//! steals, active balance of running tasks).
 //!
 //! The rules, exactly as implemented (`adjust` here, `numa_adjust()` in
 //! BPF; loads are a node's decayed runnable count rounded to whole tasks):

@@ -32,10 +32,12 @@
 //!   claims whose slot CAS won but whose built-in idle bit was already
 //!   clear. Both stay 0 with the built-in masks.
 //! - xnode_*: cross-node moves by cause (push_wake, push_fork, exec,
-//!   steal_balance, steal_offline, wake_follow); numa_passes / numa_budget:
+//!   steal_balance, steal_offline, wake_follow, active); numa_passes /
+//!   numa_budget:
 //!   cross-node balance passes and the tasks they allowed to move;
 //!   numa_push_kept, numa_new_local, numa_task_recent,
-//!   numa_follow_refused: moves the NUMA policy refused.
+//!   numa_follow_refused, numa_settled_kept: moves the NUMA policy
+//!   refused.
 //! - node_load (decayed average of runnable tasks per node, at read time),
 //!   node_load_mean (mean over the period, from node_load_sum /
 //!   load_samples).
@@ -162,6 +164,8 @@ pub struct Metrics {
     pub xnode_steal_offline: u64,
     #[stat(desc = "cross-node move: a synchronous wakee followed its waker's node")]
     pub xnode_wake_follow: u64,
+    #[stat(desc = "cross-node move: active balance sent a preempted task to an idle node")]
+    pub xnode_active: u64,
     #[stat(desc = "cross-node balance passes run")]
     pub numa_passes: u64,
     #[stat(desc = "tasks the balance passes allowed to move")]
@@ -174,6 +178,10 @@ pub struct Metrics {
     pub numa_task_recent: u64,
     #[stat(desc = "wakee kept off its waker's node: beyond the allowance")]
     pub numa_follow_refused: u64,
+    #[stat(desc = "cross-node steal passed over a task settled on its node")]
+    pub numa_settled_kept: u64,
+    #[stat(desc = "active balance: busy CPUs preempted for an idle node")]
+    pub numa_active_kicks: u64,
     #[stat(desc = "per node: decayed average of runnable tasks, at read time")]
     pub node_load: Vec<f64>,
     #[stat(desc = "per node: mean runnable tasks over the period (node_load_sum / load_samples)")]
@@ -278,12 +286,15 @@ impl Metrics {
             xnode_steal_balance: g(intf::locality_stat_STAT_XNODE_STEAL_BALANCE),
             xnode_steal_offline: g(intf::locality_stat_STAT_XNODE_STEAL_OFFLINE),
             xnode_wake_follow: g(intf::locality_stat_STAT_XNODE_WAKE_FOLLOW),
+            xnode_active: g(intf::locality_stat_STAT_XNODE_ACTIVE),
             numa_passes: g(intf::locality_stat_STAT_NUMA_PASSES),
             numa_budget: g(intf::locality_stat_STAT_NUMA_BUDGET),
             numa_push_kept: g(intf::locality_stat_STAT_NUMA_PUSH_KEPT),
             numa_new_local: g(intf::locality_stat_STAT_NUMA_NEW_LOCAL),
             numa_task_recent: g(intf::locality_stat_STAT_NUMA_TASK_RECENT),
             numa_follow_refused: g(intf::locality_stat_STAT_NUMA_FOLLOW_REFUSED),
+            numa_settled_kept: g(intf::locality_stat_STAT_NUMA_SETTLED_KEPT),
+            numa_active_kicks: g(intf::locality_stat_STAT_NUMA_ACTIVE_KICK),
             cache_pref_set: g(intf::locality_stat_STAT_CACHE_PREF_SET),
             cache_pref_switch: g(intf::locality_stat_STAT_CACHE_PREF_SWITCH),
             cache_drop_fit: g(intf::locality_stat_STAT_CACHE_DROP_FIT),
@@ -378,12 +389,15 @@ impl Metrics {
             xnode_steal_balance: d(self.xnode_steal_balance, prev.xnode_steal_balance),
             xnode_steal_offline: d(self.xnode_steal_offline, prev.xnode_steal_offline),
             xnode_wake_follow: d(self.xnode_wake_follow, prev.xnode_wake_follow),
+            xnode_active: d(self.xnode_active, prev.xnode_active),
             numa_passes: d(self.numa_passes, prev.numa_passes),
             numa_budget: d(self.numa_budget, prev.numa_budget),
             numa_push_kept: d(self.numa_push_kept, prev.numa_push_kept),
             numa_new_local: d(self.numa_new_local, prev.numa_new_local),
             numa_task_recent: d(self.numa_task_recent, prev.numa_task_recent),
             numa_follow_refused: d(self.numa_follow_refused, prev.numa_follow_refused),
+            numa_settled_kept: d(self.numa_settled_kept, prev.numa_settled_kept),
+            numa_active_kicks: d(self.numa_active_kicks, prev.numa_active_kicks),
             cache_pref_set: d(self.cache_pref_set, prev.cache_pref_set),
             cache_pref_switch: d(self.cache_pref_switch, prev.cache_pref_switch),
             cache_drop_fit: d(self.cache_drop_fit, prev.cache_drop_fit),
@@ -464,12 +478,15 @@ impl Metrics {
             xnode_steal_balance: self.xnode_steal_balance + other.xnode_steal_balance,
             xnode_steal_offline: self.xnode_steal_offline + other.xnode_steal_offline,
             xnode_wake_follow: self.xnode_wake_follow + other.xnode_wake_follow,
+            xnode_active: self.xnode_active + other.xnode_active,
             numa_passes: self.numa_passes + other.numa_passes,
             numa_budget: self.numa_budget + other.numa_budget,
             numa_push_kept: self.numa_push_kept + other.numa_push_kept,
             numa_new_local: self.numa_new_local + other.numa_new_local,
             numa_task_recent: self.numa_task_recent + other.numa_task_recent,
             numa_follow_refused: self.numa_follow_refused + other.numa_follow_refused,
+            numa_settled_kept: self.numa_settled_kept + other.numa_settled_kept,
+            numa_active_kicks: self.numa_active_kicks + other.numa_active_kicks,
             cache_pref_set: self.cache_pref_set + other.cache_pref_set,
             cache_pref_switch: self.cache_pref_switch + other.cache_pref_switch,
             cache_drop_fit: self.cache_drop_fit + other.cache_drop_fit,
@@ -586,20 +603,23 @@ impl Metrics {
         writeln!(
             w,
             "  numa   xnode push_wake={} push_fork={} exec={} steal_balance={} steal_offline={} \
-             wake_follow={}  passes={} budget={} push_kept={} new_local={} task_recent={} \
-             follow_refused={}",
+             wake_follow={} active={}  passes={} budget={} push_kept={} new_local={} task_recent={} \
+             follow_refused={} settled_kept={} active_kicks={}",
             self.xnode_push_wake,
             self.xnode_push_fork,
             self.xnode_exec,
             self.xnode_steal_balance,
             self.xnode_steal_offline,
             self.xnode_wake_follow,
+            self.xnode_active,
             self.numa_passes,
             self.numa_budget,
             self.numa_push_kept,
             self.numa_new_local,
             self.numa_task_recent,
-            self.numa_follow_refused
+            self.numa_follow_refused,
+            self.numa_settled_kept,
+            self.numa_active_kicks
         )?;
         let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
         writeln!(

@@ -43,6 +43,8 @@ enum locality_consts {
 	/* NUMA balancing (numa.bpf.c, numa.rs) */
 	DFL_NUMA_INTERVAL_MS = 150,	/* cross-node balance pass period */
 	NUMA_IMBALANCE_MIN = 2,		/* upstream: imbalances <= this are ignored */
+	NUMA_SETTLED_TRIES = 2,		/* unspent balance passes before settled tasks may move */
+	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
 	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
 	LOAD_DECAY_SHIFT = 5,		/* EWMA weight of a new sample: 1/32 */
 
@@ -110,6 +112,7 @@ enum locality_stat {
 	STAT_XNODE_STEAL_BALANCE, /* remote steal (policy modes: within a balance pass budget) */
 	STAT_XNODE_STEAL_OFFLINE, /* drained an offline CPU of another node */
 	STAT_XNODE_WAKE_FOLLOW,	/* a synchronous wakee followed its waker's node */
+	STAT_XNODE_ACTIVE,	/* active balance: a preempted task sent to an idle node */
 	/* NUMA policy decisions */
 	STAT_NUMA_PASSES,	/* cross-node balance passes run */
 	STAT_NUMA_BUDGET,	/* tasks the passes allowed to move (sum of budgets) */
@@ -117,6 +120,8 @@ enum locality_stat {
 	STAT_NUMA_NEW_LOCAL,	/* new process (fork/exec) kept on its parent's node */
 	STAT_NUMA_TASK_RECENT,	/* move across denied: task crossed within the interval */
 	STAT_NUMA_FOLLOW_REFUSED, /* wakee kept off its waker's node: beyond the allowance */
+	STAT_NUMA_SETTLED_KEPT,	/* cross-node steal passed over a task settled on its node */
+	STAT_NUMA_ACTIVE_KICK,	/* active balance: a busy CPU preempted for an idle node */
 
 	/* cache-aware scheduling (cache.bpf.c) */
 	STAT_CACHE_PREF_SET,	/* a process got a preferred LLC */

@@ -196,6 +196,8 @@ struct task_ctx {
 	s32 vtime_cpu;		/* vtime is relative to this CPU's clock */
 	u8 exec_pending;	/* exec'd, not yet placed (numa.bpf.c) */
 	u64 xnode_at;		/* last NUMA-policy node change, 0 never */
+	u64 node_rt;		/* runtime on node rt_node since it came there */
+	s32 rt_node;		/* node of its last run, -1 never */
 };
 
 struct {
@@ -478,6 +480,14 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 		}
 	}
 
+	/* preempted by the NUMA pass to move to an idle node: numa.bpf.c rule 6 */
+	if (!claimed) {
+		s32 t = numa_active_take(p, cpu, &claimed);
+
+		if (t >= 0)
+			cpu = t;
+	}
+
 	if (!cpu_online(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
 		const struct cpumask *online = online_cpumask();
 
@@ -700,6 +710,7 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
 	if (cpu_valid(cpu))
 		vtime_now[cpu & CPU_MASK] +=
 			used * 100 / weight / ((u64)nr_queued_cpu(cpu) + 1);
+	numa_account(tctx, cpu, used);
 	cache_account(p, cpu, used);
 }
 
@@ -737,6 +748,8 @@ s32 BPF_STRUCT_OPS(locality_init_task, struct task_struct *p,
 	tctx->exec_pending = 0;
 	tctx->xnode_at = 0;
 	tctx->queued_at = 0;
+	tctx->node_rt = 0;
+	tctx->rt_node = -1;
 	return 0;
 }
 

@@ -75,6 +75,27 @@
  * 4. Per task: in policy modes a task that changed node (by any of the
  *    above) may not change node again by 1.-3. for numa_interval_ns
  *    (task_ctx.xnode_at). Draining an offline CPU ignores all of this.
+ * 5. Settled tasks (policy modes): a task that has run numa_interval_ns
+ *    or more on its node since it came there has likely built its memory
+ *    there. A cross-node steal (1.) passes over it for a queued task that
+ *    has not, and takes it only once its node's budget went unused for
+ *    NUMA_SETTLED_TRIES passes in a row (node_unused), i.e. when nothing
+ *    else can fix the imbalance. This is the kernel's
+ *    migrate_degrades_locality() + nr_balance_failed escalation, with
+ *    runtime on the node standing in for NUMA hinting faults, which
+ *    sched_ext tasks do not get. Seen on numaq4 (8 memory-bound jobs, 4
+ *    nodes): without it a job preempted by a short-lived task was stolen
+ *    to another node, away from its memory, and spent 22% of its run there.
+ * 6. Active balance: steals only take queued tasks, so a node whose tasks
+ *    all run (8 threads of a parallel job on the 8 CPUs of one node, the
+ *    other node idle) never gives one up. When a node's budget has gone
+ *    unspent for NUMA_ACTIVE_TRIES passes in a row and it still has an
+ *    idle CPU, the pass marks the busiest CPU of the source node
+ *    (active_to[cpu] = the node) and preempts it; ops.enqueue then sends
+ *    the task it puts back to an idle CPU of the marked node
+ *    (numa_active_take(); STAT_XNODE_ACTIVE). One CPU per node per pass.
+ *    The kernel does the same with its stopper thread (active_load_balance)
+ *    after repeated failed balance attempts.
  *
  * NUMA_OFF is the behaviour before this file existed, with cross-node
  * steals on: an idle CPU that found nothing in its SMT core, LLC and node
@@ -104,6 +125,9 @@ u64 load_samples;
 s32 node_budget[MAX_NODES];	/* cross-node steals allowed until the next pass */
 u32 node_src[MAX_NODES];	/* ... from this node */
 u64 numa_last_pass_ns;
+u32 node_unused[MAX_NODES];	/* passes in a row whose budget was not spent */
+s32 active_to[MAX_CPUS];	/* rule 6: node to send this CPU's preempted task to, +1; 0 none */
+u64 active_at[MAX_CPUS];	/* ... marked then; a mark older than one interval is void */
 
 /* timer scratch */
 u32 llc_load_acc[MAX_LLCS], node_load_acc[MAX_NODES], node_nr_now[MAX_NODES];
@@ -188,6 +212,108 @@ static __always_inline s32 numa_idle_in_node(struct task_struct *p, u32 n)
 		return -1;
 	bpf_cpumask_and(tmp, nmask, p->cpus_ptr);
 	return scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
+}
+
+/* ops.stopping: @used ns run on @cpu; restart the count on a new node */
+static __always_inline void numa_account(struct task_ctx *tctx, s32 cpu, u64 used)
+{
+	s32 n;
+
+	if (!cpu_valid(cpu))
+		return;
+	n = cpu_node[cpu & CPU_MASK];
+	if (tctx->rt_node != n) {
+		tctx->rt_node = n;
+		tctx->node_rt = 0;
+	}
+	tctx->node_rt += used;
+}
+
+/*
+ * Cross-node steal by a CPU of node @dst: may it take @tctx's task, or is
+ * the task settled on its node (rule 5) while the budget is young?
+ */
+static __always_inline bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst)
+{
+	if (numa_mode == NUMA_OFF || !tctx || tctx->node_rt < numa_interval_ns)
+		return true;
+	if (node_unused[dst & NODE_MASK] >= NUMA_SETTLED_TRIES)
+		return true;
+	stat_inc(STAT_NUMA_SETTLED_KEPT);
+	return false;
+}
+
+/*
+ * ops.enqueue of @p on @cpu: rule 6, if the pass marked @cpu, send the task
+ * that was just preempted there to the marked node: an idle CPU of it
+ * (*@claimed = true) or, if the pass's kick has just woken the only idle
+ * one, any CPU of it that @p may use (ops.enqueue queues it there and kicks
+ * it). Returns the CPU or -1.
+ */
+static s32 numa_active_take(struct task_struct *p, s32 cpu, bool *claimed)
+{
+	const struct cpumask *nmask;
+	struct task_ctx *tctx = task_ctx(p);
+	u64 now;
+	s32 to, dst;
+
+	if (!cpu_valid(cpu) || !active_to[cpu & CPU_MASK])
+		return -1;
+	now = bpf_ktime_get_ns();
+	if (now - active_at[cpu & CPU_MASK] > numa_interval_ns) {
+		active_to[cpu & CPU_MASK] = 0;
+		return -1;
+	}
+	/* only the task that was running here, and only one of them */
+	if (!tctx || tctx->last_cpu != cpu || p->nr_cpus_allowed < 2 ||
+	    (p->flags & PF_KTHREAD) || !numa_task_may_cross(tctx, now))
+		return -1;
+	to = __sync_lock_test_and_set(&active_to[cpu & CPU_MASK], 0) - 1;
+	if (to < 0 || to >= MAX_NODES || to == (s32)cpu_node[cpu & CPU_MASK])
+		return -1;
+	dst = numa_idle_in_node(p, to);
+	*claimed = dst >= 0;
+	if (dst < 0) {
+		nmask = node_cpumask(to);
+		if (!nmask)
+			return -1;
+		dst = bpf_cpumask_any_and_distribute(nmask, p->cpus_ptr);
+		if (!cpu_valid(dst) || !cpu_online(dst))
+			return -1;
+	}
+	__sync_fetch_and_sub(&node_budget[to & NODE_MASK], 1);
+	numa_task_crossed(tctx, now);
+	stat_inc(STAT_XNODE_ACTIVE);
+	return dst;
+}
+
+/* rule 6: preempt the busiest non-idle CPU of node @src for node @d */
+static void numa_active_kick(u32 src, u32 d)
+{
+	const struct cpumask *idle;
+	u32 i, best_load = 0;
+	s32 best = -1;
+
+	if (src >= MAX_NODES)
+		return;
+	idle = scx_bpf_get_idle_cpumask();
+	bpf_for(i, node_off[src], node_off[src + 1]) {
+		u32 c = node_cpus[i & CPU_MASK] & CPU_MASK;
+
+		if (bpf_cpumask_test_cpu(c, idle) || !cpu_online(c))
+			continue;
+		if (best < 0 || cpu_load[c] > best_load) {
+			best_load = cpu_load[c];
+			best = c;
+		}
+	}
+	scx_bpf_put_idle_cpumask(idle);
+	if (best < 0)
+		return;
+	active_at[best & CPU_MASK] = bpf_ktime_get_ns();
+	active_to[best & CPU_MASK] = d + 1;
+	scx_bpf_kick_cpu(best, SCX_KICK_PREEMPT);
+	stat_inc(STAT_NUMA_ACTIVE_KICK);
 }
 
 /* ---- hooks used by push.bpf.c and pull.bpf.c ---- */
@@ -439,6 +565,11 @@ static void numa_balance_pass(u64 now)
 		}
 		if (src >= 0)
 			moves = numa_moves(src, d, 0);
+		/* rule 5's escalation: did the last budget go unspent? */
+		if (moves && node_budget[d] > 0 && node_src[d] == (u32)src)
+			node_unused[d]++;
+		else
+			node_unused[d] = 0;
 		node_src[d] = src >= 0 ? src : d;
 		node_budget[d] = moves;
 		if (!moves)
@@ -455,6 +586,9 @@ static void numa_balance_pass(u64 now)
 			if (cpu < 0)
 				break;
 			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+			/* rule 6: steals found nothing for a while: preempt one */
+			if (k == 0 && node_unused[d] >= NUMA_ACTIVE_TRIES)
+				numa_active_kick((u32)src, d);
 		}
 	}
 }

@@ -95,6 +95,8 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 				stat_inc(STAT_NUMA_TASK_RECENT);
 				continue;
 			}
+			if (!numa_steal_settled_ok(tctx, cpu_node[cpu & CPU_MASK]))
+				continue;
 		}
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			if (cross && numa_mode != NUMA_OFF)
