@@ -22,7 +22,9 @@
 //!   than the last time.
 //! - idle_while_queued_llc_ms / _node_ms: sampled CPU-time during which a
 //!   CPU was idle while a task waited in the same LLC / node; iwq_samples:
-//!   how many samples were taken; rescue_kicks: idle CPUs with a queued
+//!   how many samples were taken; timer_ms: time spent in that timer's
+//!   callback (softirq on one CPU), timer_stretched: periods the duty cap
+//!   lengthened so it takes at most 10% of its CPU; rescue_kicks: idle CPUs with a queued
 //!   DSQ found (and woken) by that sampling timer -- a missed wake-up; it
 //!   should stay near 0.
 //! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev;
@@ -130,6 +132,10 @@ pub struct Metrics {
     pub migr_cross_node: u64,
     #[stat(desc = "idle-while-queued samples taken (timer runs)")]
     pub iwq_samples: u64,
+    #[stat(desc = "time spent in the sampling timer's callback (ms)")]
+    pub timer_ms: f64,
+    #[stat(desc = "sampling periods stretched by the timer's duty cap")]
+    pub timer_stretched: u64,
     #[stat(desc = "idle CPUs with a queued DSQ woken by the sampling timer")]
     pub rescue_kicks: u64,
     #[stat(desc = "waking tasks that preempted the running one")]
@@ -269,6 +275,8 @@ impl Metrics {
             migr_cross_llc: g(intf::locality_stat_STAT_MIGR_CROSS_LLC),
             migr_cross_node: g(intf::locality_stat_STAT_MIGR_CROSS_NODE),
             iwq_samples: g(intf::locality_stat_STAT_IWQ_SAMPLES),
+            timer_ms: ms(intf::locality_stat_STAT_TIMER_NS),
+            timer_stretched: g(intf::locality_stat_STAT_TIMER_STRETCHED),
             rescue_kicks: g(intf::locality_stat_STAT_RESCUE_KICK),
             wake_preempt: g(intf::locality_stat_STAT_WAKE_PREEMPT),
             idle_resync: g(intf::locality_stat_STAT_IDLE_RESYNC),
@@ -368,6 +376,8 @@ impl Metrics {
             migr_cross_llc: d(self.migr_cross_llc, prev.migr_cross_llc),
             migr_cross_node: d(self.migr_cross_node, prev.migr_cross_node),
             iwq_samples: d(self.iwq_samples, prev.iwq_samples),
+            timer_ms: (self.timer_ms - prev.timer_ms).max(0.0),
+            timer_stretched: d(self.timer_stretched, prev.timer_stretched),
             rescue_kicks: d(self.rescue_kicks, prev.rescue_kicks),
             wake_preempt: d(self.wake_preempt, prev.wake_preempt),
             idle_resync: d(self.idle_resync, prev.idle_resync),
@@ -459,6 +469,8 @@ impl Metrics {
             migr_cross_llc: self.migr_cross_llc + other.migr_cross_llc,
             migr_cross_node: self.migr_cross_node + other.migr_cross_node,
             iwq_samples: self.iwq_samples + other.iwq_samples,
+            timer_ms: self.timer_ms + other.timer_ms,
+            timer_stretched: self.timer_stretched + other.timer_stretched,
             rescue_kicks: self.rescue_kicks + other.rescue_kicks,
             wake_preempt: self.wake_preempt + other.wake_preempt,
             idle_resync: self.idle_resync + other.idle_resync,
@@ -577,12 +589,14 @@ impl Metrics {
         writeln!(
             w,
             "  migr   cross_llc={} cross_node={}  idle_while_queued llc={:.1}ms node={:.1}ms \
-             ({} samples)",
+             ({} samples, timer {:.1}ms, {} stretched)",
             self.migr_cross_llc,
             self.migr_cross_node,
             self.idle_while_queued_llc_ms,
             self.idle_while_queued_node_ms,
-            self.iwq_samples
+            self.iwq_samples,
+            self.timer_ms,
+            self.timer_stretched
         )?;
         writeln!(
             w,

@@ -45,6 +45,7 @@ enum locality_consts {
 	NUMA_IMBALANCE_MIN = 2,		/* upstream: imbalances <= this are ignored */
 	NUMA_SETTLED_TRIES = 2,		/* unspent balance passes before settled tasks may move */
 	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
+	TIMER_DUTY_PCT = 10,		/* the sampling timer's largest share of its CPU */
 	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
 	LOAD_DECAY_SHIFT = 5,		/* EWMA weight of a new sample: 1/32 */
 
@@ -102,6 +103,8 @@ enum locality_stat {
 	STAT_KEEP_PREV,		/* nothing found, prev keeps the CPU */
 	STAT_KICK_STEALER,	/* woke an idle CPU to pull from an overloaded one */
 	STAT_IWQ_SAMPLES,	/* idle-while-queued timer runs (is it alive?) */
+	STAT_TIMER_NS,		/* time spent in the sampling timer's callback */
+	STAT_TIMER_STRETCHED,	/* periods stretched by the duty cap (TIMER_DUTY_PCT) */
 	STAT_WAKE_PREEMPT,	/* a waking task preempted the running one */
 	STAT_RESCUE_KICK,	/* the timer found an idle CPU with a queued DSQ and woke it */
 
