@@ -102,8 +102,10 @@
 //! 2 MB huge page per distinct 2 MB region of the call (a transparent huge
 //! page moves whole). What the call really moved is then charged: the rise
 //! of pgmigrate_success in /proc/vmstat across the call (system-wide, so
-//! never less than ours). So migrated bytes in any one-second window never exceed
-//! the knob; the mover sleeps (on its own thread) while the window is full.
+//! never less than ours), capped at the call's worst case (compaction and
+//! other migrations also raise that counter; see `moved_pages`). So migrated
+//! bytes in any one-second window never exceed the knob; the mover sleeps
+//! (on its own thread) while the window is full.
 //!
 //! Below 2 MB/s a single huge page is larger than the budget: it waits for
 //! an empty window and may then exceed the knob by its own size.
@@ -418,6 +420,19 @@ pub fn worst_bytes(addrs: &[u64], page: u64) -> u64 {
     let mut regions: Vec<u64> = addrs.iter().map(|a| a / HUGE).collect();
     regions.dedup();
     (regions.len() as u64 * HUGE).max(addrs.len() as u64 * page)
+}
+
+/// Pages one move_pages(2) call is charged for. The rise of pgmigrate_success
+/// across the call is never less than what the call moved, but it is
+/// system-wide: compaction and other callers' migrations land in it too (one
+/// numaq4 run charged 1 GB to a single call that ran while compaction did).
+/// The call cannot have moved more than its worst case (whole huge pages), so
+/// the charge is the smaller of the two: still never less than ours, and the
+/// budget's window, which admitted the call on its worst case, holds.
+/// (status[] alone would count pages already moved by an earlier call that
+/// took their whole huge page, and miss the rest of a huge page moved now.)
+pub fn moved_pages(vmstat_rise: u64, worst: u64, page: u64) -> u64 {
+    vmstat_rise.min(worst / page)
 }
 
 // ---------------------------------------------------------------------------
@@ -1029,10 +1044,8 @@ impl Placer {
             self.calls += 1;
             let after = vmstat_migrated();
             let now = self.now();
-            // pages the kernel really moved: the rise of pgmigrate_success
-            // (system-wide, so never less than ours); pages already on their
-            // target also report it in status, so status alone would over-count
-            let pages = after.saturating_sub(before);
+            // pages this call moved, bounded from both sides: see moved_pages
+            let pages = moved_pages(after.saturating_sub(before), worst_bytes(addrs, self.page), self.page);
             let failed = status.iter().filter(|&&s| s < 0 && s != -libc::ENOENT).count() as u64;
             self.budget.charge(now, pages * self.page);
             if let Ok(mut s) = self.stats.lock() {
@@ -1366,6 +1379,18 @@ mod tests {
         }
         assert!(moved.len() >= 16);
         assert_eq!(b.peak, 4 * mb);
+    }
+
+    #[test]
+    fn charge_is_bounded_by_the_calls_worst_case() {
+        let p = 4096;
+        // a quiet system: the rise is ours
+        assert_eq!(moved_pages(3, 3 * p, p), 3);
+        // a huge page moved whole for one listed page: 512 pages, within worst case
+        assert_eq!(moved_pages(512, worst_bytes(&[0x200000], p), p), 512);
+        // compaction migrated 1 GB meanwhile: charged at most the call's worst case
+        assert_eq!(moved_pages(262144, worst_bytes(&[0x200000, 0x400000], p), p), 1024);
+        assert_eq!(moved_pages(0, HUGE, p), 0);
     }
 
     #[test]
