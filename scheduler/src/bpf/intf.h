@@ -23,7 +23,7 @@ enum locality_consts {
 
 	/* default knobs, overridable from the command line */
 	DFL_SLICE_US	= 5000,
-	DFL_IWQ_PERIOD_US = 1000,	/* idle-while-queued sampling period */
+	DFL_IWQ_PERIOD_US = 4000,	/* sampling timer period (one 250 Hz tick; see main.bpf.c) */
 	DFL_WAKE_GRAN_US = 0,		/* wake-up preemption off: see wake_preempt() */
 
 	/*
@@ -47,7 +47,7 @@ enum locality_consts {
 	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
 	TIMER_DUTY_PCT = 10,		/* the sampling timer's largest share of its CPU */
 	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
-	LOAD_DECAY_SHIFT = 5,		/* EWMA weight of a new sample: 1/32 */
+	LOAD_DECAY_SHIFT = 3,		/* EWMA weight of a new sample: 1/8 (32 ms at 4 ms) */
 
 	/* cache-aware scheduling (cache.bpf.c, cache.rs) */
 	CACHE_MAX_LLCS	= 64,		/* power of two; more LLCs: mechanism off */

@@ -22,8 +22,8 @@
  * 1 if the CPU is not idle, and folds it into an exponentially decayed
  * average, cpu_load (fixed point, 1 task == 1 << LOAD_SHIFT):
  *   load += (nr << LOAD_SHIFT - load) / 2^LOAD_DECAY_SHIFT  (rounded away
- *   from zero so it reaches its target), i.e. a time constant of 32
- *   samples (32 ms at the default 1 ms period; longer when the timer is
+ *   from zero so it reaches its target), i.e. a time constant of 8
+ *   samples (32 ms at the default 4 ms period; longer when the timer is
  *   late). llc_load and node_load are the sums over their CPUs. A node's
  *   load in tasks is node_load rounded to the nearest integer. The agent
  *   also gets node_load_sum (sum of the instantaneous nr per node over all
