@@ -85,6 +85,14 @@ def parse_sched(spec: str) -> SchedSpec:
 class Step:
     sched: SchedSpec
     command: str  # a shell command line run by the guest's /bin/sh
+    # Guest seconds the command may run before coreutils timeout(1) kills its process group (exit 124, or 137
+    # when SIGTERM was not enough). None: no limit but the host's for the whole boot. A hung step then costs
+    # its own budget, and the rest of the job (and the guest's dmesg) still reaches the host.
+    timeout_s: int | None = None
+
+
+# cmd-end codes that mean "killed by the step's timeout" (timeout(1): 124 after SIGTERM, 137 after -k's KILL)
+CMD_TIMED_OUT = (124, 137)
 
 
 @dataclass
@@ -101,6 +109,8 @@ class StepResult:
     sched_ejected: bool = False
     sched_log: str | None = None
     cmd_seconds: float | None = None
+    # the scheduler process outlived SIGINT and SIGKILL at the stop (asleep in the kernel); the guest left it
+    sched_stuck: bool = False
 
 
 @dataclass
@@ -112,6 +122,7 @@ class RunResult:
     topology_actual: list[str] = field(default_factory=list)
     topology_expected: list[str] = field(default_factory=list)
     timed_out: bool = False
+    boot_hung: bool = False  # killed because no "booted" record came within the machine's boot_timeout_s
     completed: bool = False
     qemu_exit: int | None = None
     boot_s: float | None = None
@@ -127,7 +138,7 @@ class RunResult:
         if not self.completed:
             return EXIT_INTERNAL
         for s in self.steps:
-            if s.sched_start_error or s.sched_ejected:
+            if s.sched_start_error or s.sched_ejected or s.sched_stuck:
                 return EXIT_SCHED
         for s in self.steps:
             if s.cmd_exit != 0:
@@ -160,9 +171,10 @@ def job_script(steps: list[Step], m: machines.Machine) -> str:
            "if ! lab_check_topology; then lab_finish; exit 0; fi"]
     for i, st in enumerate(steps):
         out.append(f'lab_rec "step-begin {i}"')
+        limit = f"timeout -k 10 {int(st.timeout_s)} " if st.timeout_s else ""
         run_cmd = [
             f'lab_rec "cmd-begin {i} $(cut -d" " -f1 /proc/uptime)"',
-            f"(cd /root && /bin/sh -c {shlex.quote(st.command)}); rc=$?",
+            f"(cd /root && {limit}/bin/sh -c {shlex.quote(st.command)}); rc=$?",
             f'lab_rec "cmd-end {i} $rc $(cut -d" " -f1 /proc/uptime)"',
         ]
         if st.sched.is_eevdf:
@@ -259,6 +271,7 @@ def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) ->
             kv = dict(w.split("=", 1) for w in rest if "=" in w)
             cur_step.sched_exit_code = int(kv.get("rc", "-1"))
             cur_step.sched_alive_at_stop = kv.get("alive_at_stop") == "1"
+            cur_step.sched_stuck = kv.get("stuck") == "1"
         elif tag == "file-begin":
             cur_file, buf = rest[0], []
         elif tag == "done":
@@ -312,22 +325,50 @@ def crashed_before_job(run_dir: Path) -> bool:
 
 
 def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None = None,
-            stream=sys.stdout, log=None, build_scheduler: bool = True) -> RunResult:
+            stream=sys.stdout, log=None, build_scheduler: bool = True, on_step_end=None) -> RunResult:
     """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run.
-    A guest that crashes while booting, before the job began, is booted once more (in RUN_DIR-retry)."""
+    A guest that crashes or hangs while booting, before the job began, is booted once more (in RUN_DIR-retry).
+    on_step_end(step index, exit code), if given, is called as each step's command ends in the guest."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler)
+    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end)
     first = Path(result.run_dir)
-    if crashed_before_job(first):
+    if result.boot_hung or crashed_before_job(first):
         retry_dir = first.with_name(first.name + "-retry")
         retry_dir.mkdir(parents=True, exist_ok=True)
-        log(f"lab: the guest kernel crashed before the job began (see {first / 'console.log'}); booting once more")
-        result = _run_job_once(m, steps, timeout_s, retry_dir, stream, log, build_scheduler=False)
+        what = "hung" if result.boot_hung else "crashed"
+        log(f"lab: the guest kernel {what} before the job began (see {first / 'console.log'}); booting once more")
+        result = _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end)
     return result
 
 
+class _CtlWatcher:
+    """Reads the guest's records as they arrive: has it booted, and which steps have ended (for progress)."""
+
+    def __init__(self, ctl: Path, on_step_end=None):
+        self.ctl, self.on_step_end = ctl, on_step_end
+        self.offset, self.partial, self.booted = 0, b"", False
+
+    def poll(self) -> None:
+        try:
+            with open(self.ctl, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        for raw in lines:
+            if raw.startswith(b"@@booted"):
+                self.booted = True
+            elif raw.startswith(b"@@cmd-end") and self.on_step_end is not None:
+                words = raw.decode(errors="replace").split()
+                if len(words) >= 3:
+                    self.on_step_end(int(words[1]), int(words[2]))
+
+
 def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None,
-                  stream, log, build_scheduler: bool) -> RunResult:
+                  stream, log, build_scheduler: bool, on_step_end=None) -> RunResult:
     rel, vmlinuz, _ = setup.kernel_files()
     needs_locality = any(s.sched.name == "scx_locality" for s in steps)
     if needs_locality and build_scheduler:
@@ -375,13 +416,27 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
     th = threading.Thread(target=pump, daemon=True)
     th.start()
     limit = m.boot_timeout_s + timeout_s + sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
-    try:
-        result.qemu_exit = proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
+    watch = _CtlWatcher(ctl, on_step_end)
+    while True:
+        try:
+            result.qemu_exit = proc.wait(timeout=2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        watch.poll()
+        elapsed = time.monotonic() - t0
+        if not watch.booted and elapsed > m.boot_timeout_s:
+            why = f"the guest did not boot within {m.boot_timeout_s} s"
+            result.boot_hung = True
+        elif elapsed > limit:
+            why = f"the guest did not finish within {limit} s"
+        else:
+            continue
         result.timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        log(f"lab: error: the guest did not finish within {limit} s and was killed; logs in {run_dir}")
+        log(f"lab: error: {why} and was killed; logs in {run_dir}")
+        break
     th.join(timeout=5)
     result.wall_s = round(time.monotonic() - t0, 1)
     parse_ctl(ctl.read_text(errors="replace") if ctl.exists() else "", run_dir, result, steps)

@@ -51,14 +51,17 @@ BAD_LOG = re.compile(r"(BUG:|Oops|hung_task|blocked for more than|soft lockup|ha
 
 
 def case_steps(sched: run.SchedSpec, cases: list[Case], fast: bool) -> list[run.Step]:
+    """One step per case, each bounded in the guest by the case's budget, so that a hung case fails alone."""
     steps = []
     for c in cases:
         args = c.fast_args if fast else c.full_args
+        budget = c.budget_s[0] if fast else c.budget_s[1]
         if c.loads_scheduler_itself:
             extra = " ".join(sched.args)
-            steps.append(run.Step(run.parse_sched("eevdf"), f"/lab/reliability/{c.script} {args} {extra}".strip()))
+            steps.append(run.Step(run.parse_sched("eevdf"), f"/lab/reliability/{c.script} {args} {extra}".strip(),
+                                  timeout_s=budget))
         else:
-            steps.append(run.Step(sched, f"/lab/reliability/{c.script} {args}"))
+            steps.append(run.Step(sched, f"/lab/reliability/{c.script} {args}", timeout_s=budget))
     return steps
 
 
@@ -75,11 +78,17 @@ def judge(result: run.RunResult, cases: list[Case]) -> list[dict]:
         if st is None or st.cmd_exit is None:
             why.append("did not run" + (f" ({st.sched_start_error})" if st and st.sched_start_error else ""))
         else:
-            if st.cmd_exit != 0:
+            if st.cmd_exit in run.CMD_TIMED_OUT:
+                why.append(f"workload still running after its {c.budget_s[0]}/{c.budget_s[1]} s (fast/full) "
+                           f"budget; killed (exit {st.cmd_exit})")
+            elif st.cmd_exit != 0:
                 why.append(f"workload exited {st.cmd_exit}")
             if st.sched_ejected:
                 why.append(f"scheduler ejected: {st.sched_exit_kind}: {st.sched_exit_reason}")
-            if not c.loads_scheduler_itself and st.sched_alive_at_stop is False:
+            if st.sched_stuck:
+                why.append("the scheduler process did not exit after SIGINT and SIGKILL (stuck in the kernel; "
+                           "its stacks are in console.log, every blocked task's in kernel.log)")
+            elif not c.loads_scheduler_itself and st.sched_alive_at_stop is False:
                 why.append("scheduler process was gone before the stop")
         verdicts.append({"case": c.name, "what": c.what, "passed": not why, "why": why,
                          "seconds": st.cmd_seconds if st else None})
@@ -101,8 +110,26 @@ def run_round(m: machines.Machine, sched: run.SchedSpec, cases: list[Case], fast
               stream=None, build: bool = True) -> tuple[run.RunResult, list[dict]]:
     steps = case_steps(sched, cases, fast)
     budget = sum(c.budget_s[0] if fast else c.budget_s[1] for c in cases)
-    result = run.run_job(m, steps, timeout_s=budget, run_dir=run_dir, stream=stream, build_scheduler=build)
+    t0 = time.monotonic()
+
+    def step_end(i: int, rc: int) -> None:
+        name = cases[i].name if i < len(cases) else f"step {i}"
+        print(f"lab soak:   {name} ended (exit {rc}), case {i + 1}/{len(cases)}, "
+              f"{time.monotonic() - t0:.0f} s into the round", file=sys.stderr, flush=True)
+
+    result = run.run_job(m, steps, timeout_s=budget, run_dir=run_dir, stream=stream, build_scheduler=build,
+                         on_step_end=step_end)
     return result, judge(result, cases)
+
+
+def failure_tail(run_dir: Path, lines: int = 40) -> str:
+    """The end of a failed round's console (the guest's kernel messages and the cases' output), for logs that
+    outlive the run folder, such as CI's."""
+    console = Path(run_dir) / "console.log"
+    if not console.exists():
+        return f"(no console.log in {run_dir})"
+    text = console.read_text(errors="replace").replace("\r", "").splitlines()
+    return "\n".join(text[-lines:])
 
 
 def summary_md(rounds: list[dict], machine: str, sched: str, minutes: float) -> str:
@@ -144,6 +171,9 @@ def main(machine: str, sched_spec: str, fast: bool, minutes: float, only: list[s
         for v in verdicts:
             print(f"lab soak:   {v['case']:18s} {'pass' if v['passed'] else 'FAIL'} {'; '.join(v['why'])}",
                   file=sys.stderr, flush=True)
+        if not all(v["passed"] for v in verdicts):
+            print(f"lab soak: round {n} failed; the last lines of {Path(result.run_dir) / 'console.log'}:\n"
+                  f"{failure_tail(Path(result.run_dir))}", file=sys.stderr, flush=True)
         rounds.append({"round": n, "run_dir": str(rd), "verdicts": verdicts})
         if fast or (time.monotonic() - t0) / 60 >= minutes or not all(v["passed"] for v in verdicts):
             break

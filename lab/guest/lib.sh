@@ -79,6 +79,22 @@ lab_sched_stop() {
     if kill -0 $LAB_SCHED_PID 2>/dev/null; then
         kill -KILL $LAB_SCHED_PID 2>/dev/null
         lab_rec "sched-stop killed"
+        i=0
+        while kill -0 $LAB_SCHED_PID 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    fi
+    if kill -0 $LAB_SCHED_PID 2>/dev/null; then
+        # Not even SIGKILL ends it: it is stuck in the kernel. Waiting would hang the whole job, so record it,
+        # show where it sleeps (its threads' kernel stacks on the console, every blocked task in dmesg) and
+        # go on; the steps after this one will find sched_ext busy.
+        echo "lab: scheduler pid $LAB_SCHED_PID is stuck in the kernel; its threads' stacks:"
+        for t in /proc/$LAB_SCHED_PID/task/*; do
+            echo "== ${t##*/} $(cat $t/comm 2>/dev/null) state $(cut -d' ' -f3 $t/stat 2>/dev/null)"
+            cat $t/stack 2>/dev/null
+        done
+        echo w > /proc/sysrq-trigger 2>/dev/null
+        lab_rec "sched-stop rc=-1 alive_at_stop=$alive stuck=1 state=$(lab_sched_state)"
+        LAB_SCHED_PID=
+        return 0
     fi
     wait $LAB_SCHED_PID; rc=$?
     i=0

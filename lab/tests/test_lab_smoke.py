@@ -16,8 +16,9 @@ def last_json(stdout):
 
 
 def test_numa2_online_nodes():
-    r = subprocess.run([LAB, "run", "--machine", "numa2", "--", "cat", "/sys/devices/system/node/online"],
-                       capture_output=True, text=True, timeout=600)
+    # --timeout keeps the lab's own limit (boot + command) below pytest's, so a hang is the lab's report
+    r = subprocess.run([LAB, "run", "--machine", "numa2", "--timeout", "120", "--",
+                        "cat", "/sys/devices/system/node/online"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "0-1" in r.stdout.splitlines()
     final = last_json(r.stdout)
@@ -26,8 +27,8 @@ def test_numa2_online_nodes():
 
 
 def test_failing_command_exit_status():
-    r = subprocess.run([LAB, "run", "--machine", "numa2", "--", "exit 3"], capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run([LAB, "run", "--machine", "numa2", "--timeout", "120", "--", "exit 3"], capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 1
     assert last_json(r.stdout)["cmd_exit"] == 3
 

@@ -121,3 +121,44 @@ def test_crashed_before_job(tmp_path):
     (d / "console.log").write_text("[    3.1] Run /init as init process\n")
     (d / "ctl.log").write_text("@@booted 9.7\n@@topology mismatch\n")
     assert not run.crashed_before_job(d)
+
+
+def test_step_timeout_bounds_the_command_in_the_guest():
+    m = machines.load("numa2")
+    text = run.job_script([run.Step(run.parse_sched("eevdf"), "sleep 9", timeout_s=30),
+                           run.Step(run.parse_sched("eevdf"), "true")], m)
+    assert "(cd /root && timeout -k 10 30 /bin/sh -c 'sleep 9'); rc=$?" in text
+    assert "(cd /root && /bin/sh -c true); rc=$?" in text  # no budget: no timeout(1)
+
+
+def test_ctl_watcher_reads_records_as_they_arrive(tmp_path):
+    """Booted and step ends are seen across partial writes; file payloads are not mistaken for records."""
+    ctl = tmp_path / "ctl.log"
+    ended = []
+    w = run._CtlWatcher(ctl, lambda i, rc: ended.append((i, rc)))
+    w.poll()  # the file does not exist yet
+    assert not w.booted
+    with open(ctl, "ab") as fh:
+        fh.write(b"@@boo")
+    w.poll()
+    assert not w.booted
+    with open(ctl, "ab") as fh:
+        fh.write(b"ted 9.1\n@@step-begin 0\n@@cmd-begin 0 10.0\n@@cmd-end 0 124 40.0\n@@file-begin x\nQEBjbWQt\n")
+    w.poll()
+    assert w.booted and ended == [(0, 124)]
+    with open(ctl, "ab") as fh:
+        fh.write(b"@@file-end x\n@@cmd-end 1 0 41.0\n")
+    w.poll()
+    assert ended == [(0, 124), (1, 0)]
+
+
+def test_parse_ctl_stuck_scheduler(tmp_path):
+    """A scheduler that outlives SIGKILL at the stop is a scheduler failure, not a silent hang."""
+    steps = [run.Step(run.parse_sched("scx_locality"), "true")]
+    r = run.RunResult(machine="numa2", run_dir=str(tmp_path), kernel_log="")
+    run.parse_ctl(ctl_text(["booted 1", "topology ok", "step-begin 0", "sched-start ok locality 1.0 2.0",
+                            "cmd-begin 0 2", "cmd-end 0 0 3", "sched-stop killed",
+                            "sched-stop rc=-1 alive_at_stop=1 stuck=1 state=disabling", "step-end 0", "done"]),
+                  tmp_path, r, steps)
+    assert r.steps[0].sched_stuck and r.steps[0].cmd_exit == 0
+    assert r.exit_code() == run.EXIT_SCHED
