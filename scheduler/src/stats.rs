@@ -26,7 +26,9 @@
 //!   callback (softirq on one CPU), timer_stretched: periods the duty cap
 //!   lengthened so it takes at most 10% of its CPU; rescue_kicks: idle CPUs with a queued
 //!   DSQ found (and woken) by that sampling timer -- a missed wake-up; it
-//!   should stay near 0.
+//!   should stay near 0. kick_dropped: kicks asked for on a CPU already
+//!   going offline, not sent (see kick_cpu in main.bpf.c); nonzero only
+//!   around CPU hotplug.
 //! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev;
 //!   wake_preempt: waking tasks that cut the running task's slice short.
 //! - idle_resync, idle_claim_lost: sparse idle tracking (--sparse-idle,
@@ -138,6 +140,8 @@ pub struct Metrics {
     pub timer_stretched: u64,
     #[stat(desc = "idle CPUs with a queued DSQ woken by the sampling timer")]
     pub rescue_kicks: u64,
+    #[stat(desc = "kicks asked for on a CPU going offline, not sent")]
+    pub kick_dropped: u64,
     #[stat(desc = "waking tasks that preempted the running one")]
     pub wake_preempt: u64,
     #[stat(desc = "sparse idle: idle CPUs whose slot the timer set again")]
@@ -278,6 +282,7 @@ impl Metrics {
             timer_ms: ms(intf::locality_stat_STAT_TIMER_NS),
             timer_stretched: g(intf::locality_stat_STAT_TIMER_STRETCHED),
             rescue_kicks: g(intf::locality_stat_STAT_RESCUE_KICK),
+            kick_dropped: g(intf::locality_stat_STAT_KICK_DROPPED),
             wake_preempt: g(intf::locality_stat_STAT_WAKE_PREEMPT),
             idle_resync: g(intf::locality_stat_STAT_IDLE_RESYNC),
             idle_claim_lost: g(intf::locality_stat_STAT_IDLE_CLAIM_LOST),
@@ -379,6 +384,7 @@ impl Metrics {
             timer_ms: (self.timer_ms - prev.timer_ms).max(0.0),
             timer_stretched: d(self.timer_stretched, prev.timer_stretched),
             rescue_kicks: d(self.rescue_kicks, prev.rescue_kicks),
+            kick_dropped: d(self.kick_dropped, prev.kick_dropped),
             wake_preempt: d(self.wake_preempt, prev.wake_preempt),
             idle_resync: d(self.idle_resync, prev.idle_resync),
             idle_claim_lost: d(self.idle_claim_lost, prev.idle_claim_lost),
@@ -472,6 +478,7 @@ impl Metrics {
             timer_ms: self.timer_ms + other.timer_ms,
             timer_stretched: self.timer_stretched + other.timer_stretched,
             rescue_kicks: self.rescue_kicks + other.rescue_kicks,
+            kick_dropped: self.kick_dropped + other.kick_dropped,
             wake_preempt: self.wake_preempt + other.wake_preempt,
             idle_resync: self.idle_resync + other.idle_resync,
             idle_claim_lost: self.idle_claim_lost + other.idle_claim_lost,
@@ -600,8 +607,8 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  queue  enq={} fallback={} direct={} local={} keep_prev={} wake_preempt={} rescue_kicks={} max_wait={:.1}ms \
-             ({}) idle_resync={} idle_claim_lost={}",
+            "  queue  enq={} fallback={} direct={} local={} keep_prev={} wake_preempt={} rescue_kicks={} kick_dropped={} \
+             max_wait={:.1}ms ({}) idle_resync={} idle_claim_lost={}",
             self.enqueues,
             self.enq_fallback,
             self.direct_dispatches,
@@ -609,6 +616,7 @@ impl Metrics {
             self.keep_prev,
             self.wake_preempt,
             self.rescue_kicks,
+            self.kick_dropped,
             self.max_wait_ms,
             self.max_wait_task,
             self.idle_resync,

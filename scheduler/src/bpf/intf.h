@@ -107,6 +107,7 @@ enum locality_stat {
 	STAT_TIMER_STRETCHED,	/* periods stretched by the duty cap (TIMER_DUTY_PCT) */
 	STAT_WAKE_PREEMPT,	/* a waking task preempted the running one */
 	STAT_RESCUE_KICK,	/* the timer found an idle CPU with a queued DSQ and woke it */
+	STAT_KICK_DROPPED,	/* a kick asked for on a CPU already out of cpu_online_mask (main.bpf.c kick_cpu) */
 
 	/* NUMA (numa.bpf.c): cross-node moves by cause */
 	STAT_XNODE_PUSH_WAKE,	/* select_cpu put a waking task on another node */

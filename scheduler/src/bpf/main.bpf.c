@@ -80,6 +80,8 @@
  *   A CPU that comes online without a known topology (it was offline when
  *   the agent read sysfs) makes the scheduler exit with
  *   SCX_ECODE_ACT_RESTART so the agent reloads with a fresh topology.
+ *   No kick is sent from a CPU that has left cpu_online_mask (kick_cpu()):
+ *   its irq_work would never run and the kernel would hang at detach.
  *
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
  * no_idle_core, steal_cross_node, push_cross_node, iwq_period_ns; NUMA
@@ -373,6 +375,31 @@ static __always_inline s32 nr_queued_cpu(s32 cpu)
 	return (a > 0 ? a : 0) + (b > 0 ? b : 0);
 }
 
+/*
+ * Every kick goes through here. scx_bpf_kick_cpu() queues an irq_work on
+ * the calling CPU and raises a self-IPI for it. On a CPU that is going
+ * down, past the point where its pending irq_work is flushed, that IPI is
+ * lost and the work stays pending for good; the kernel (7.3) then spins
+ * forever in irq_work_sync() when the scheduler is disabled, and the agent
+ * hangs in close() unkillable. Seen in the lab: hotplug cycles, then stop.
+ * The kernel clears a dying CPU from cpu_online_mask before that point, so
+ * a kick asked for on a CPU outside it is dropped and counted. Nothing is
+ * lost for long: tasks queued there are drained by the others and the
+ * sampling timer wakes idle CPUs with queued work (rescue kicks).
+ */
+static void kick_cpu(s32 cpu, u64 flags)
+{
+	const struct cpumask *online = scx_bpf_get_online_cpumask();
+	bool here_online = bpf_cpumask_test_cpu(bpf_get_smp_processor_id(), online);
+
+	scx_bpf_put_cpumask(online);
+	if (!here_online) {
+		stat_inc(STAT_KICK_DROPPED);
+		return;
+	}
+	scx_bpf_kick_cpu(cpu, flags);
+}
+
 #include "numa.bpf.c"
 #include "cache.bpf.c"
 #include "idle.bpf.c"
@@ -455,7 +482,7 @@ static __always_inline void wake_preempt(struct task_struct *p,
 	now = scx_bpf_now();
 	cur = d->run_vtime + time_delta(now, d->run_at);
 	if (time_before(vtime + wake_gran_ns, cur)) {
-		scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
+		kick_cpu(cpu, SCX_KICK_PREEMPT);
 		stat_inc(STAT_WAKE_PREEMPT);
 	}
 }
@@ -514,7 +541,7 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 
 	if (claimed) {
 		/* we took its idle bit: it is idle, wake it to run @p */
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		kick_cpu(cpu, SCX_KICK_IDLE);
 		return;
 	}
 
@@ -527,7 +554,7 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 	 * own CPU is running this code, so it reschedules anyway.
 	 */
 	if (cpu != (s32)bpf_get_smp_processor_id())
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		kick_cpu(cpu, SCX_KICK_IDLE);
 
 	idle = scx_bpf_get_idle_cpumask();
 	is_idle = bpf_cpumask_test_cpu(cpu, idle);
@@ -787,7 +814,7 @@ void BPF_STRUCT_OPS(locality_cpu_online, s32 cpu)
 	}
 	set_online(cpu, true);
 	/* it may have tasks queued from before it went away */
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	kick_cpu(cpu, SCX_KICK_IDLE);
 }
 
 void BPF_STRUCT_OPS(locality_cpu_offline, s32 cpu)
@@ -880,7 +907,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 			 * allowed for those tasks: wake it. Counted, since it
 			 * should not happen.
 			 */
-			scx_bpf_kick_cpu(i, SCX_KICK_IDLE);
+			kick_cpu(i, SCX_KICK_IDLE);
 			stat_inc(STAT_RESCUE_KICK);
 		}
 		numa_load_cpu(c, l, n, (q > 0 ? q : 0) + (pq > 0 ? pq : 0) +

@@ -312,7 +312,7 @@ static void numa_active_kick(u32 src, u32 d)
 		return;
 	active_at[best & CPU_MASK] = bpf_ktime_get_ns();
 	active_to[best & CPU_MASK] = d + 1;
-	scx_bpf_kick_cpu(best, SCX_KICK_PREEMPT);
+	kick_cpu(best, SCX_KICK_PREEMPT);
 	stat_inc(STAT_NUMA_ACTIVE_KICK);
 }
 
@@ -585,7 +585,7 @@ static void numa_balance_pass(u64 now)
 			cpu = scx_bpf_pick_idle_cpu(nmask, 0);
 			if (cpu < 0)
 				break;
-			scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+			kick_cpu(cpu, SCX_KICK_IDLE);
 			/* rule 6: steals found nothing for a while: preempt one */
 			if (k == 0 && node_unused[d] >= NUMA_ACTIVE_TRIES)
 				numa_active_kick((u32)src, d);

@@ -298,7 +298,7 @@ static __always_inline bool kick_idle_in(struct task_struct *p,
 	cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
 	if (cpu < 0)
 		return false;
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	kick_cpu(cpu, SCX_KICK_IDLE);
 	stat_inc(STAT_KICK_STEALER);
 	return true;
 }
