@@ -75,6 +75,9 @@
 //! question here; its migrate_hot action moves to one target node per
 //! scheme, so a per-process, per-mapping target would need a scheme per
 //! process. It remains the obvious next step for a hotness filter.
+//! Each move_pages call runs with the agent's thread at SCHED_FIFO 1
+//! (RtWindow): the owner's threads wait on the pages being moved, and a
+//! preempted mover made a CPU-bound job wait for seconds.
 //!
 //! Tasks to their memory (`--memory-node-affinity`, off by default): the
 //! scheduler's BPF side has no per-process preferred node, and in the lab
@@ -585,6 +588,45 @@ fn vmstat_migrated() -> u64 {
         .unwrap_or(0)
 }
 
+/// Runs the calling thread as SCHED_FIFO 1 while it lives, then puts its
+/// old policy back. Why: while move_pages(2) moves a batch, the owner's
+/// threads that touch those pages sleep on the migration entries (D state,
+/// in the fault) until the copy is done. If the agent is preempted in the
+/// middle -- every CPU busy with the owner's own threads, the usual case
+/// for a CPU-bound job -- they sleep until it gets a CPU back. In the lab
+/// (numaq4, 8 memory-bound jobs on 8 CPUs) one job spent most of 25 s like
+/// that. The kernel's own NUMA balancing has no such wait: the faulting
+/// task moves its page itself. An RT thread is not scheduled by sched_ext
+/// and is not preempted by the jobs; the window is one batch (CHUNK pages)
+/// and the migration budget bounds the total. Without CAP_SYS_NICE it is a
+/// no-op.
+struct RtWindow {
+    old: Option<(libc::c_int, libc::sched_param)>,
+}
+
+impl RtWindow {
+    fn enter() -> RtWindow {
+        let mut param = libc::sched_param { sched_priority: 0 };
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        if policy < 0 || unsafe { libc::sched_getparam(0, &mut param) } != 0 {
+            return RtWindow { old: None };
+        }
+        let rt = libc::sched_param { sched_priority: 1 };
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &rt) } != 0 {
+            return RtWindow { old: None };
+        }
+        RtWindow { old: Some((policy, param)) }
+    }
+}
+
+impl Drop for RtWindow {
+    fn drop(&mut self) {
+        if let Some((policy, param)) = self.old {
+            unsafe { libc::sched_setscheduler(0, policy, &param) };
+        }
+    }
+}
+
 /// move_pages(2); Err(errno) on failure.
 fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status: &mut [i32]) -> Result<i64, i32> {
     let ptrs: Vec<*mut libc::c_void> = addrs.iter().map(|&a| a as *mut libc::c_void).collect();
@@ -1040,7 +1082,10 @@ impl Placer {
             let nodes: Vec<i32> = rest[..n].iter().map(|x| x.1).collect();
             let mut status = vec![0i32; n];
             let before = vmstat_migrated();
-            let r = move_pages(pid, addrs, Some(&nodes), &mut status);
+            let r = {
+                let _rt = RtWindow::enter();
+                move_pages(pid, addrs, Some(&nodes), &mut status)
+            };
             self.calls += 1;
             let after = vmstat_migrated();
             let now = self.now();
@@ -1202,6 +1247,22 @@ fn vma_ends(pid: u32) -> HashMap<u64, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rt_window_is_fifo_inside_and_restores_the_old_policy() {
+        let before = unsafe { libc::sched_getscheduler(0) };
+        {
+            let w = RtWindow::enter();
+            let inside = unsafe { libc::sched_getscheduler(0) };
+            if w.old.is_some() {
+                assert_eq!(inside, libc::SCHED_FIFO);
+            } else {
+                // no CAP_SYS_NICE: nothing changed
+                assert_eq!(inside, before);
+            }
+        }
+        assert_eq!(unsafe { libc::sched_getscheduler(0) }, before);
+    }
 
     #[test]
     fn active_set_hysteresis() {
