@@ -55,13 +55,11 @@ def case_steps(sched: run.SchedSpec, cases: list[Case], fast: bool) -> list[run.
     steps = []
     for c in cases:
         args = c.fast_args if fast else c.full_args
-        budget = c.budget_s[0] if fast else c.budget_s[1]
         if c.loads_scheduler_itself:
-            extra = " ".join(sched.args)
-            steps.append(run.Step(run.parse_sched("eevdf"), f"/lab/reliability/{c.script} {args} {extra}".strip(),
-                                  timeout_s=budget))
+            step_sched, command = run.parse_sched("eevdf"), f"/lab/reliability/{c.script} {args} {' '.join(sched.args)}"
         else:
-            steps.append(run.Step(sched, f"/lab/reliability/{c.script} {args}", timeout_s=budget))
+            step_sched, command = sched, f"/lab/reliability/{c.script} {args}"
+        steps.append(run.Step(step_sched, command.strip(), timeout_s=c.budget_s[0] if fast else c.budget_s[1]))
     return steps
 
 
@@ -109,7 +107,7 @@ def judge(result: run.RunResult, cases: list[Case]) -> list[dict]:
 def run_round(m: machines.Machine, sched: run.SchedSpec, cases: list[Case], fast: bool, run_dir: Path,
               stream=None, build: bool = True) -> tuple[run.RunResult, list[dict]]:
     steps = case_steps(sched, cases, fast)
-    budget = sum(c.budget_s[0] if fast else c.budget_s[1] for c in cases)
+    budget = sum(st.timeout_s for st in steps)
     t0 = time.monotonic()
 
     def step_end(i: int, rc: int) -> None:
@@ -171,11 +169,12 @@ def main(machine: str, sched_spec: str, fast: bool, minutes: float, only: list[s
         for v in verdicts:
             print(f"lab soak:   {v['case']:18s} {'pass' if v['passed'] else 'FAIL'} {'; '.join(v['why'])}",
                   file=sys.stderr, flush=True)
-        if not all(v["passed"] for v in verdicts):
+        round_ok = all(v["passed"] for v in verdicts)
+        if not round_ok:
             print(f"lab soak: round {n} failed; the last lines of {Path(result.run_dir) / 'console.log'}:\n"
                   f"{failure_tail(Path(result.run_dir))}", file=sys.stderr, flush=True)
         rounds.append({"round": n, "run_dir": str(rd), "verdicts": verdicts})
-        if fast or (time.monotonic() - t0) / 60 >= minutes or not all(v["passed"] for v in verdicts):
+        if fast or (time.monotonic() - t0) / 60 >= minutes or not round_ok:
             break
     elapsed = (time.monotonic() - t0) / 60
     (base / "summary.json").write_text(json.dumps({"machine": m.name, "sched": sched.label, "minutes": elapsed,
