@@ -85,14 +85,15 @@ def parse_sched(spec: str) -> SchedSpec:
 class Step:
     sched: SchedSpec
     command: str  # a shell command line run by the guest's /bin/sh
-    # Guest seconds the command may run before coreutils timeout(1) kills its process group (exit 124, or 137
-    # when SIGTERM was not enough). None: no limit but the host's for the whole boot. A hung step then costs
-    # its own budget, and the rest of the job (and the guest's dmesg) still reaches the host.
+    # Guest seconds the command may run before timeout(1) kills it (SIGTERM, then SIGKILL 10 s later). None: no
+    # limit but the host's for the whole boot. A hung step then costs its own budget, and the rest of the job
+    # (and the guest's dmesg) still reaches the host.
     timeout_s: int | None = None
 
 
-# cmd-end codes that mean "killed by the step's timeout" (timeout(1): 124 after SIGTERM, 137 after -k's KILL)
-CMD_TIMED_OUT = (124, 137)
+# cmd-end codes that mean "killed by the step's timeout". The guest's timeout is busybox's: it exits with the
+# killed command's status, 143 after SIGTERM and 137 after -k's SIGKILL; coreutils' would exit 124.
+CMD_TIMED_OUT = (124, 137, 143)
 
 
 @dataclass
