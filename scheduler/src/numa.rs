@@ -13,7 +13,8 @@
 //! steals, active balance of running tasks).
 //!
 //! The rules, exactly as implemented (`adjust` here, `numa_adjust()` in
-//! BPF; loads are a node's decayed runnable count rounded to whole tasks):
+//! BPF; loads are a node's decayed runnable count, plus new tasks the
+//! average has not taken up yet, rounded to whole tasks):
 //!
 //! - `upstream` (default; Linux's fair.c since 5.19, `allow_numa_imbalance`
 //!   / `adjust_numa_imbalance`): the allowance `imb_numa_nr` of a node is

@@ -424,6 +424,8 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	if (tctx && tctx->exec_pending) {
 		tctx->exec_pending = 0;
 		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_EXEC);
+		if (cpu >= 0)
+			numa_note_placed(cpu);
 	} else if (is_fork && p->pid == p->tgid) {
 		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
 	}
@@ -433,6 +435,8 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 		cpu = cache_wake_pick(p, prev_cpu);
 	if (cpu < 0)
 		cpu = push_pick_cpu(p, prev_cpu, is_fork);
+	if (is_fork)
+		numa_note_placed(cpu >= 0 ? cpu : prev_cpu);
 
 	if (cpu >= 0) {
 		/*
@@ -502,6 +506,7 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 		tctx->exec_pending = 0;
 		t = numa_place_new(p, cpu, STAT_XNODE_EXEC);
 		if (t >= 0) {
+			numa_note_placed(t);
 			cpu = t;
 			claimed = true;
 		}

@@ -24,8 +24,11 @@
  *   load += (nr << LOAD_SHIFT - load) / 2^LOAD_DECAY_SHIFT  (rounded away
  *   from zero so it reaches its target), i.e. a time constant of 8
  *   samples (32 ms at the default 4 ms period; longer when the timer is
- *   late). llc_load and node_load are the sums over their CPUs. A node's
- *   load in tasks is node_load rounded to the nearest integer. The agent
+ *   late). llc_load and node_load are the sums over their CPUs. A new
+ *   task is also counted at once in node_placed, which shrinks as the
+ *   average takes it up (numa_note_placed()), so that tasks started
+ *   together see each other. A node's load in tasks is node_load +
+ *   node_placed rounded to the nearest integer. The agent
  *   also gets node_load_sum (sum of the instantaneous nr per node over all
  *   samples) and load_samples, for mean loads over any period.
  *
@@ -64,8 +67,9 @@
  *    node - least loaded node, busiest = parent node, local_running =
  *    parent node + 1) is 0, i.e. the parent's node is within the
  *    allowance; otherwise it starts on an idle CPU of the least loaded
- *    node (if it has one allowed: "room"), like the kernel's
- *    find_idlest_group(). New threads (p->pid != p->tgid) always start near
+ *    node that has one allowed ("room"; a fuller node's idle CPU is taken
+ *    only while the parent's node is still beyond the allowance against
+ *    it), like the kernel's find_idlest_group(). New threads (p->pid != p->tgid) always start near
  *    their parent (its LLC, then node) through the normal push.
  *    Exec: sched_ext never calls ops.select_cpu for exec (the kernel
  *    returns prev_cpu for WF_EXEC before asking the BPF scheduler, and
@@ -119,6 +123,7 @@ const volatile u32 seed_imb_adj = 3;		/* seed v2: 100 / (125 - 100) - 1 */
 u32 cpu_load[MAX_CPUS];		/* EWMA of runnable tasks, 1 << LOAD_SHIFT each */
 u32 llc_load[MAX_LLCS];
 u32 node_load[MAX_NODES];
+u32 node_placed[MAX_NODES];	/* new tasks placed, not yet in node_load (same fixed point) */
 u64 node_load_sum[MAX_NODES];	/* sum of instantaneous runnable per sample */
 u64 load_samples;
 
@@ -132,9 +137,30 @@ u64 active_at[MAX_CPUS];	/* ... marked then; a mark older than one interval is v
 /* timer scratch */
 u32 llc_load_acc[MAX_LLCS], node_load_acc[MAX_NODES], node_nr_now[MAX_NODES];
 
+/* a node's load as the policy sees it: the average plus what it has not caught up with */
+static __always_inline u32 node_load_now(u32 n)
+{
+	return node_load[n & NODE_MASK] + node_placed[n & NODE_MASK];
+}
+
 static __always_inline u32 node_tasks(u32 n)
 {
-	return (node_load[n & NODE_MASK] + (1 << (LOAD_SHIFT - 1))) >> LOAD_SHIFT;
+	return (node_load_now(n) + (1 << (LOAD_SHIFT - 1))) >> LOAD_SHIFT;
+}
+
+/*
+ * A new task (fork, or exec onto another node) was placed on @cpu. The
+ * average only sees it after several samples, so until then its load is
+ * counted here; each sample removes the part the average has taken up
+ * (numa_load_end()). Without this, eight jobs started together all saw
+ * the same stale loads: numaq4 started three on one node and one on
+ * another, and the balance pass later moved a job away from its memory.
+ */
+static __always_inline void numa_note_placed(s32 cpu)
+{
+	if (numa_mode != NUMA_OFF && cpu_valid(cpu))
+		__sync_fetch_and_add(&node_placed[cpu_node[cpu & CPU_MASK] & NODE_MASK],
+				     1 << LOAD_SHIFT);
 }
 
 static __always_inline u32 node_nr_cpus(u32 n)
@@ -171,18 +197,20 @@ static __always_inline u32 numa_moves(u32 src, u32 dst, u32 extra)
 	return adj > 0 ? adj >> 1 : 0;
 }
 
-static s32 numa_least_loaded(u32 except)
+/* the least loaded node not in @skip (a mask of node ids), or -1 */
+static s32 numa_least_loaded(u64 skip)
 {
-	u32 i, best_load = ~0U;
+	u32 i, l, best_load = ~0U;
 	s32 best = -1;
 
 	bpf_for(i, 0, nr_nodes) {
 		if (i >= MAX_NODES)
 			break;
-		if (i == except)
+		if (skip & (1ULL << i))
 			continue;
-		if (node_load[i] < best_load) {
-			best_load = node_load[i];
+		l = node_load_now(i);
+		if (l < best_load) {
+			best_load = l;
 			best = i;
 		}
 	}
@@ -329,7 +357,7 @@ static __always_inline s32 numa_cross_candidate(struct task_ctx *tctx, u64 now, 
 		stat_inc(STAT_NUMA_TASK_RECENT);
 		return -1;
 	}
-	return numa_least_loaded(src);
+	return numa_least_loaded(1ULL << (src & NODE_MASK));
 }
 
 /*
@@ -379,38 +407,48 @@ static s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork)
 
 /*
  * A new process (fork of a group leader, or exec) whose parent / current
- * CPU is @prev_cpu: a claimed idle CPU on the least loaded node if the
- * parent's node is beyond the allowance, else -1 (normal push near it).
+ * CPU is @prev_cpu: a claimed idle CPU on the least loaded node with one
+ * if the parent's node is beyond the allowance against it, else -1
+ * (normal push near the parent). Nodes are tried from the least loaded
+ * up; a node with no idle CPU for @p is passed over, not given up on.
  */
 static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
 {
 	struct task_ctx *tctx;
-	u32 src, s, dl;
+	u32 src, s, dl, k;
 	s32 d, cpu, adj;
-	u64 now;
+	u64 now, tried;
 
 	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_valid(prev_cpu))
 		return -1;
 	now = bpf_ktime_get_ns();
 	tctx = task_ctx(p);
 	src = cpu_node[prev_cpu & CPU_MASK];
-	d = numa_cross_candidate(tctx, now, src);
-	if (d < 0)
+	if (numa_cross_candidate(tctx, now, src) < 0)
 		return -1;
 	s = node_tasks(src);
-	dl = node_tasks(d);
-	adj = numa_adjust((s32)s - (s32)dl, s, node_nr_cpus(src), s + 1,
-			  node_imb_nr[src & NODE_MASK]);
-	if (adj <= 0) {
-		stat_inc(STAT_NUMA_NEW_LOCAL);
-		return -1;
+	tried = 1ULL << (src & NODE_MASK);
+	bpf_for(k, 1, nr_nodes) {
+		d = numa_least_loaded(tried);
+		if (d < 0)
+			break;
+		dl = node_tasks(d);
+		adj = numa_adjust((s32)s - (s32)dl, s, node_nr_cpus(src), s + 1,
+				  node_imb_nr[src & NODE_MASK]);
+		if (adj <= 0) {
+			/* the least loaded node left is within the allowance */
+			stat_inc(STAT_NUMA_NEW_LOCAL);
+			return -1;
+		}
+		cpu = numa_idle_in_node(p, d);
+		if (cpu >= 0) {
+			numa_task_crossed(tctx, now);
+			stat_inc(cause);
+			return cpu;
+		}
+		tried |= 1ULL << (d & NODE_MASK);
 	}
-	cpu = numa_idle_in_node(p, d);
-	if (cpu < 0)
-		return -1;
-	numa_task_crossed(tctx, now);
-	stat_inc(cause);
-	return cpu;
+	return -1;
 }
 
 /*
@@ -532,6 +570,11 @@ static void numa_load_end(u64 now)
 		if (i >= MAX_NODES)
 			break;
 		node_load[i] = node_load_acc[i];
+		/* the average took up 1/2^LOAD_DECAY_SHIFT of what it lagged */
+		if (node_placed[i])
+			__sync_fetch_and_sub(&node_placed[i],
+					     (node_placed[i] + (1 << LOAD_DECAY_SHIFT) - 1) >>
+					     LOAD_DECAY_SHIFT);
 		node_load_sum[i] += node_nr_now[i];
 	}
 	load_samples++;
@@ -558,8 +601,8 @@ static void numa_balance_pass(u64 now)
 		bpf_for(j, 0, nr_nodes) {
 			if (j >= MAX_NODES)
 				break;
-			if (j != d && (src < 0 || node_load[j] > best)) {
-				best = node_load[j];
+			if (j != d && (src < 0 || node_load_now(j) > best)) {
+				best = node_load_now(j);
 				src = j;
 			}
 		}
