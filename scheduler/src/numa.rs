@@ -41,18 +41,19 @@
 //! - `off`: no policy; cross-node moves whenever a CPU would otherwise
 //!   idle (the behaviour of `--steal-cross-node` before this module).
 //!
-//! Measured (lab, QEMU TCG on 2 host cores, 3 boots, EEVDF in the same
-//! boots; `bin/lab bench --machine haswell2s --bench numa-pair,numa-spread
-//! --runs 3 --sched eevdf,scx_locality`, 2026-11-22): hackbench -T 1x1 pair
-//! on one node in 100% of samples, netperf TCP_STREAM pair 99.3% (100%
-//! after its first second), no cross-node move after start (EEVDF 99.1%,
-//! 1.7-2.3 moves); memkern on half the CPUs: busiest node's share 59.5%
-//! (5 threads against 3, inside the 2-task tolerance; EEVDF 50.2%). Speed
-//! against EEVDF: netperf -0.2%, hackbench +8.6%, memkern CG +20.4%
-//! (significant), triad +31%. numaq4 (8 jobs, 4 nodes, passes=400, 3
-//! boots): 24 of 24 jobs >= 95% on one node in one bench, 22 of 24 (lowest
-//! 46.5%) in the next; the two were pushed across nodes at wake-up or
-//! stolen (xnode_push_wake, xnode_steal_balance). Not yet reliable.
+//! Measured (lab, QEMU TCG on 2 host cores, EEVDF in the same boots;
+//! `bin/lab bench --machine haswell2s --bench numa-pair,numa-spread
+//! --runs 3 --sched eevdf,scx_locality`, 2026-11-23): hackbench -T 1x1 pair
+//! on one node in 100% of samples, netperf TCP_STREAM pair 99.55% (100%
+//! after its first second), no cross-node move after start (EEVDF 99.0%
+//! and 100%). memkern on half the CPUs (5 boots): busiest node's share
+//! 59.5% (5 threads against 3, inside the 2-task tolerance; EEVDF 50.3%),
+//! triad +27.9% (significant), CG +12.6%. numaq4, 8 jobs on 8 CPUs
+//! (`--bench numa-residency:jobs=all:passes=400`, 11 boots): 88 of 88 jobs
+//! 100% on one node (EEVDF 75 of 88 >= 95%), job mean +2.4% (n.s.); this
+//! needed the placed-load count (node_placed in numa.bpf.c): before it,
+//! jobs started together saw the same stale averages, and about one job in
+//! 30 started on a crowded node and was later moved away from its memory.
 
 use crate::bpf_intf as intf;
 use crate::topology::Topo;
