@@ -250,6 +250,16 @@ struct Opts {
     #[arg(long)]
     memory_node_affinity: bool,
 
+    /// Memory placement: do not give processes home nodes. By default each
+    /// process with two or more busy threads that fit one node gets a home
+    /// node (the one holding its memory if it has room, within a fair share
+    /// of the busy threads) and BPF keeps its threads there: wake-ups go
+    /// home, pushes and steals do not take them away, the balance pass
+    /// sends them back or swaps two (home.bpf.c). A soft preference, unlike
+    /// --memory-node-affinity. Needs --memory and a NUMA policy.
+    #[arg(long)]
+    no_home_node: bool,
+
     /// Memory placement: period of the /proc scan, in milliseconds.
     #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(100..=60_000))]
@@ -318,6 +328,12 @@ impl Opts {
             None if self.steal_cross_node => NumaBalance::Off,
             None => NumaBalance::Upstream,
         }
+    }
+
+    /// Home nodes (home.bpf.c): on unless --no-home-node; they need the
+    /// memory thread (it plans them) and a NUMA policy (it enforces them).
+    fn home_node(&self) -> bool {
+        !self.no_home_node && self.memory != MemoryMode::Off && self.numa_mode() != NumaBalance::Off
     }
 }
 
@@ -465,6 +481,8 @@ struct Scheduler<'a> {
     memory_budget_mbps: u64,
     /// Its stats once stopped.
     memory_last: memory::MemStats,
+    /// Generation of the home plan last written to proc_home.
+    home_gen: u64,
 }
 
 impl<'a> Scheduler<'a> {
@@ -518,6 +536,7 @@ impl<'a> Scheduler<'a> {
         r.push_cross_node = !opts.no_push_cross_node;
         r.numa_mode = mode.bpf_mode();
         r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
+        r.home_enabled = opts.home_node();
         r.seed_imb_adj = numa::seed_v2_adj(numa::NUMA_IMBALANCE_PCT);
         let cache_on = opts.cache_aware() && (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
         if opts.cache_aware() && !cache_on {
@@ -574,7 +593,7 @@ impl<'a> Scheduler<'a> {
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, sparse_idle={}, wake_gran={}us, \
              steal_cross_node={}, push_cross_node={}, numa_balance={}, numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
-             memory={}, memory_budget={}MB/s, slice={}us, topology={})",
+             memory={}, memory_budget={}MB/s, home_node={}, slice={}us, topology={})",
             topo.possible_cpus().len(),
             topo.nr_llcs,
             topo.nr_nodes,
@@ -592,6 +611,7 @@ impl<'a> Scheduler<'a> {
             opts.epoch_period_ms,
             opts.memory.name(),
             opts.memory_budget_mbps,
+            on_off(opts.home_node()),
             opts.slice_us,
             if topo.overridden { "override" } else { "sysfs" },
         );
@@ -610,6 +630,7 @@ impl<'a> Scheduler<'a> {
                 .collect(),
             nr_nodes: topo.nr_nodes,
             node_affinity: opts.memory_node_affinity,
+            home_nodes: opts.home_node(),
         });
         if opts.memory != MemoryMode::Off && memory.is_none() {
             warn!("memory placement thread could not start; going on without it");
@@ -622,6 +643,7 @@ impl<'a> Scheduler<'a> {
             memory_mode: opts.memory,
             memory_budget_mbps: opts.memory_budget_mbps,
             memory_last: Default::default(),
+            home_gen: 0,
             server,
             nr_llcs: topo.nr_llcs as usize,
             cache_top: opts.cache_top as usize,
@@ -716,6 +738,32 @@ impl<'a> Scheduler<'a> {
         cache::top_n(all.into_values().collect(), self.cache_top)
     }
 
+    /// Copy the memory thread's home plan into proc_home when it changed,
+    /// then bump home_gen so tasks re-read their home (home.bpf.c).
+    fn home_sync(&mut self) {
+        let Some(t) = &self.memory else { return };
+        let plan = match t.homes.lock() {
+            Ok(h) if h.gen != self.home_gen => h.clone(),
+            _ => return,
+        };
+        let map = &self.skel.maps.proc_home;
+        for key in map.keys().collect::<Vec<_>>() {
+            let keep = key.len() >= 4 && plan.map.contains_key(&u32::from_ne_bytes(key[..4].try_into().unwrap()));
+            if !keep {
+                let _ = map.delete(&key);
+            }
+        }
+        for (tgid, node) in &plan.map {
+            if let Err(e) = map.update(&tgid.to_ne_bytes(), &(*node as i32).to_ne_bytes(), MapFlags::ANY) {
+                warn!("home node of {tgid}: {e}");
+            }
+        }
+        if let Some(bss) = self.skel.maps.bss_data.as_mut() {
+            bss.home_gen = plan.gen;
+        }
+        self.home_gen = plan.gen;
+    }
+
     fn cache_read(&self) -> Vec<cache::CacheProc> {
         if self.cache_top == 0 {
             return vec![];
@@ -782,6 +830,7 @@ impl<'a> Scheduler<'a> {
         let chans = self.server.as_ref().map(|s| s.channels());
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
             self.cache_refresh(false);
+            self.home_sync();
             let Some((res_tx, req_rx)) = &chans else {
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
@@ -1091,6 +1140,10 @@ mod tests {
         assert_eq!((o.memory_budget_mbps, o.memory_interval_ms), (128, 1000));
         assert!(!o.memory_node_affinity);
         assert!(parse(&["--memory-node-affinity"]).unwrap().memory_node_affinity);
+        assert!(o.home_node());
+        assert!(!parse(&["--no-home-node"]).unwrap().home_node());
+        assert!(!parse(&["--memory=off"]).unwrap().home_node());
+        assert!(!parse(&["--numa-balance=off"]).unwrap().home_node());
         assert_eq!(parse(&["--memory=off"]).unwrap().memory, MemoryMode::Off);
         assert_eq!(parse(&["--memory", "local"]).unwrap().memory, MemoryMode::Local);
         assert_eq!(parse(&["--memory-budget-mbps=1"]).unwrap().memory_budget_mbps, 1);

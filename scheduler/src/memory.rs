@@ -79,13 +79,22 @@
 //! (RtWindow): the owner's threads wait on the pages being moved, and a
 //! preempted mover made a CPU-bound job wait for seconds.
 //!
-//! Tasks to their memory (`--memory-node-affinity`, off by default): the
-//! scheduler's BPF side has no per-process preferred node, and in the lab
-//! its balancing spreads the threads of two 4-thread processes over both
-//! nodes of numa2, so neither is single-node and its memory cannot follow.
-//! The kernel's NUMA balancing moves tasks towards their memory (the
-//! numa_group's preferred node); the agent's only lever without BPF is CPU
-//! affinity. With this switch, each process whose busy threads (more than a
+//! Tasks to their memory, softly (home nodes, on by default,
+//! `--no-home-node`): without them the scheduler's balancing spread the
+//! threads of two 4-thread processes over both nodes of numa2, so neither
+//! was single-node and its memory could not follow. The kernel's NUMA
+//! balancing moves tasks towards their memory (the numa_group's preferred
+//! node). Here, every interval, assign_homes() gives each process with two
+//! or more busy threads a home node: its current home while it has room,
+//! else the node holding most of its memory, else the node with most room;
+//! a node's room is its CPUs, capped at its fair share of all candidates'
+//! busy threads plus NUMA_IMBALANCE_MIN, so a lone process that the NUMA
+//! policy would spread (8 threads on 2 x 8 CPUs) gets no home. Processes
+//! with a pinned thread are left out. The plan goes to BPF (proc_home, via
+//! the main loop), and home.bpf.c keeps the threads there.
+//!
+//! Tasks to their memory, hard (`--memory-node-affinity`, off by default):
+//! the agent's own lever is CPU affinity. With this switch, each process whose busy threads (more than a
 //! tenth of an interval each) fit the free CPUs of one node is bound to a
 //! node (its current one while it fits, else the node holding most of its
 //! anonymous memory, else the one with the most free CPUs), largest memory
@@ -138,11 +147,14 @@
 //! a quiet host, 24.6 s with the host loaded (the guest migrates 10-35
 //! MB/s: copying is CPU-bound under TCG); --memory=off leaves it at 0%.
 //! Budget 4 MB/s: pgmigrate_success sampled every second peaked at 3.7
-//! MB/s. Two 4-thread jbb instances: without --memory-node-affinity the
-//! BPF side spreads each over both nodes (busiest-node share about 0.52),
-//! so memory cannot be made local to one node; with it both settle (share
-//! 0.99, heap locality 1.00, 3 boots). TCG does not make remote memory
-//! slower, so throughput there shows overhead and noise, not locality.
+//! MB/s. Two 4-thread jbb instances (`bin/lab bench --machine numa2 --bench
+//! memory-jbb2 --runs 3`, 2026-11-23): without home nodes the BPF side
+//! spread each over both nodes (weaker instance's busiest-node share 0.52,
+//! heap locality 0.08); with them both settle, share 0.996 and locality
+//! 1.00 in every boot (EEVDF with NUMA balancing 0.74 and 0.90), ops/s
+//! -6.8% against EEVDF (n.s.); --memory-node-affinity also settles them
+//! (0.99, 1.00 in session 2). TCG does not make remote memory slower, so
+//! throughput there shows overhead and noise, not locality.
 
 use serde::{Deserialize, Serialize};
 use scx_stats_derive::Stats;
@@ -491,12 +503,23 @@ pub struct MemOpts {
     pub nr_nodes: usize,
     /// bind processes that fit a node to the node holding their memory
     pub node_affinity: bool,
+    /// plan home nodes for the BPF side (--home-node, home.bpf.c)
+    pub home_nodes: bool,
+}
+
+/// The home plan (--home-node): tgid -> node, and a generation bumped on
+/// every change; the scheduler's main loop copies it into BPF.
+#[derive(Clone, Debug, Default)]
+pub struct Homes {
+    pub gen: u64,
+    pub map: HashMap<u32, usize>,
 }
 
 pub struct MemoryThread {
     stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<()>>,
     pub stats: Arc<Mutex<MemStats>>,
+    pub homes: Arc<Mutex<Homes>>,
 }
 
 impl MemoryThread {
@@ -506,12 +529,13 @@ impl MemoryThread {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(MemStats::default()));
-        let (s2, st2) = (stop.clone(), stats.clone());
+        let homes = Arc::new(Mutex::new(Homes::default()));
+        let (s2, st2, h2) = (stop.clone(), stats.clone(), homes.clone());
         let handle = std::thread::Builder::new()
             .name("locality-memory".into())
-            .spawn(move || Placer::new(opts, st2).run(&s2))
+            .spawn(move || Placer::new(opts, st2, h2).run(&s2))
             .ok()?;
-        Some(MemoryThread { stop, handle: Some(handle), stats })
+        Some(MemoryThread { stop, handle: Some(handle), stats, homes })
     }
 
     pub fn snapshot(&self) -> MemStats {
@@ -557,6 +581,9 @@ struct Proc {
 struct Placer {
     o: MemOpts,
     stats: Arc<Mutex<MemStats>>,
+    homes: Arc<Mutex<Homes>>,
+    /// the home plan last published (--home-node)
+    home_plan: HashMap<u32, usize>,
     procs: HashMap<u32, Proc>,
     budget: Budget,
     t0: Instant,
@@ -649,11 +676,13 @@ fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status: &mut [i32]
 }
 
 impl Placer {
-    fn new(o: MemOpts, stats: Arc<Mutex<MemStats>>) -> Placer {
+    fn new(o: MemOpts, stats: Arc<Mutex<MemStats>>, homes: Arc<Mutex<Homes>>) -> Placer {
         let budget = Budget::new(o.budget_mbps);
         Placer {
             o,
             stats,
+            homes,
+            home_plan: HashMap::new(),
             procs: HashMap::new(),
             budget,
             t0: Instant::now(),
@@ -676,6 +705,9 @@ impl Placer {
             self.sample();
             if self.o.node_affinity {
                 self.bind_nodes();
+            }
+            if self.o.home_nodes {
+                self.plan_homes();
             }
             let sampled = start.elapsed();
             let deadline = start + intv;
@@ -703,9 +735,13 @@ impl Placer {
         }
     }
 
-    /// --memory-node-affinity: bind each process that fits one node to a
-    /// node, the one holding most of its memory if it has room.
-    fn bind_nodes(&mut self) {
+    /// CPUs whose node is known.
+    fn known_cpus(&self) -> Vec<usize> {
+        (0..self.o.cpu_node.len()).filter(|&c| self.o.cpu_node[c] != usize::MAX).collect()
+    }
+
+    /// CPUs per node.
+    fn node_cpus(&self) -> Vec<usize> {
         let nn = self.o.nr_nodes.max(1);
         let mut cpus = vec![0usize; nn];
         for &n in &self.o.cpu_node {
@@ -713,6 +749,49 @@ impl Placer {
                 cpus[n] += 1;
             }
         }
+        cpus
+    }
+
+    /// --home-node: plan the home nodes of processes with two or more busy
+    /// threads (assign_homes()) and publish the plan when it changes.
+    fn plan_homes(&mut self) {
+        let all = self.known_cpus();
+        // a thread someone pinned (taskset, numactl -N, the application)
+        // has chosen its CPUs: its process gets no home
+        let unpinned = |pid: u32, p: &Proc| {
+            std::iter::once(&pid)
+                .chain(p.thread_rt.keys())
+                .all(|&tid| get_affinity(tid).is_none_or(|cur| all.iter().all(|c| cur.contains(c))))
+        };
+        let mut cands: Vec<NodeCand> = self
+            .procs
+            .iter()
+            .filter(|(&pid, p)| p.busy >= 2 && unpinned(pid, p))
+            .map(|(&pid, p)| NodeCand {
+                pid,
+                busy: p.busy,
+                pages: p.pages.iter().sum(),
+                pref: pref_node(&p.pages).or(p.home),
+                bound: self.home_plan.get(&pid).copied(),
+            })
+            .collect();
+        cands.sort_by(|a, b| b.pages.cmp(&a.pages).then(a.pid.cmp(&b.pid)));
+        let plan = assign_homes(&cands, &self.node_cpus());
+        if plan == self.home_plan {
+            return;
+        }
+        log::debug!("memory: home nodes {plan:?}");
+        if let Ok(mut h) = self.homes.lock() {
+            h.gen += 1;
+            h.map = plan.clone();
+        }
+        self.home_plan = plan;
+    }
+
+    /// --memory-node-affinity: bind each process that fits one node to a
+    /// node, the one holding most of its memory if it has room.
+    fn bind_nodes(&mut self) {
+        let cpus = self.node_cpus();
         let mut cands: Vec<NodeCand> = self
             .procs
             .iter()
@@ -739,7 +818,7 @@ impl Placer {
     /// Bind every thread of `pid` to the CPUs of `node` (None: give back all
     /// CPUs). Threads whose affinity someone else restricted are left alone.
     fn set_node(&mut self, pid: u32, node: Option<usize>) {
-        let all: Vec<usize> = (0..self.o.cpu_node.len()).filter(|&c| self.o.cpu_node[c] != usize::MAX).collect();
+        let all = self.known_cpus();
         let prev = self.procs.get(&pid).and_then(|p| p.bound);
         let mask_of = |n: Option<usize>| -> Vec<usize> {
             match n {
@@ -1211,6 +1290,22 @@ pub fn assign_nodes(cands: &[NodeCand], node_cpus: &[usize]) -> HashMap<u32, usi
     out
 }
 
+/// Home nodes (--home-node): assign_nodes() with each node's room capped
+/// at its fair share of all candidates' busy threads (by CPUs, rounded up)
+/// plus NUMA_IMBALANCE_MIN, so that homes never build an imbalance the
+/// NUMA policy would not tolerate: two 4-thread processes on 2 x 4 CPUs get
+/// a node each, one 8-thread process on 2 x 8 CPUs gets none (it is spread).
+pub fn assign_homes(cands: &[NodeCand], node_cpus: &[usize]) -> HashMap<u32, usize> {
+    let busy: usize = cands.iter().map(|c| c.busy).sum();
+    let cpus: usize = node_cpus.iter().sum();
+    if cpus == 0 {
+        return HashMap::new();
+    }
+    let slack = crate::numa::NUMA_IMBALANCE_MIN as usize;
+    let room: Vec<usize> = node_cpus.iter().map(|&c| c.min((busy * c).div_ceil(cpus) + slack)).collect();
+    assign_nodes(cands, &room)
+}
+
 fn get_affinity(tid: u32) -> Option<Vec<usize>> {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::sched_getaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
@@ -1466,6 +1561,26 @@ mod tests {
 
     fn cand(pid: u32, busy: usize, pages: u64, pref: Option<usize>, bound: Option<usize>) -> NodeCand {
         NodeCand { pid, busy, pages, pref, bound }
+    }
+
+    #[test]
+    fn home_assignment() {
+        // numa2 (2 x 4 CPUs), two 4-thread jbb instances, both with memory
+        // on node 0: the larger takes node 0, the other node 1
+        let two = [cand(1, 4, 900, Some(0), None), cand(2, 4, 800, Some(0), None)];
+        let h = assign_homes(&two, &[4, 4]);
+        assert_eq!((h.get(&1), h.get(&2)), (Some(&0), Some(&1)));
+        // a current home is kept while it has room
+        let kept = [cand(1, 4, 900, Some(0), Some(1)), cand(2, 4, 800, Some(0), Some(0))];
+        let h = assign_homes(&kept, &[4, 4]);
+        assert_eq!((h.get(&1), h.get(&2)), (Some(&1), Some(&0)));
+        // one 8-thread process on 2 x 8 CPUs: fair share 4 + 2 < 8, no home
+        assert!(assign_homes(&[cand(3, 8, 900, Some(0), None)], &[8, 8]).is_empty());
+        // a 2-thread pair alone gets one (share 1 + 2 >= 2)
+        assert_eq!(assign_homes(&[cand(4, 2, 10, Some(1), None)], &[8, 8]).get(&4), Some(&1));
+        // more busy threads than the machine: each node's room is its CPUs
+        let big = [cand(5, 6, 900, Some(0), None), cand(6, 6, 800, Some(1), None)];
+        assert!(assign_homes(&big, &[4, 4]).is_empty());
     }
 
     #[test]

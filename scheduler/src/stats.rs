@@ -192,6 +192,14 @@ pub struct Metrics {
     pub numa_settled_kept: u64,
     #[stat(desc = "active balance: busy CPUs preempted for an idle node")]
     pub numa_active_kicks: u64,
+    #[stat(desc = "cross-node move: a waking task went back to an idle CPU of its home node")]
+    pub xnode_home: u64,
+    #[stat(desc = "push, follow or steal away from the task's home node refused")]
+    pub home_kept: u64,
+    #[stat(desc = "balance pass: tasks away from home preempted to go back")]
+    pub home_active: u64,
+    #[stat(desc = "balance pass: swaps (home full, a task homed here sent back with it)")]
+    pub home_swaps: u64,
     #[stat(desc = "per node: decayed average of runnable tasks, at read time")]
     pub node_load: Vec<f64>,
     #[stat(desc = "per node: mean runnable tasks over the period (node_load_sum / load_samples)")]
@@ -308,6 +316,10 @@ impl Metrics {
             numa_follow_refused: g(intf::locality_stat_STAT_NUMA_FOLLOW_REFUSED),
             numa_settled_kept: g(intf::locality_stat_STAT_NUMA_SETTLED_KEPT),
             numa_active_kicks: g(intf::locality_stat_STAT_NUMA_ACTIVE_KICK),
+            xnode_home: g(intf::locality_stat_STAT_XNODE_HOME),
+            home_kept: g(intf::locality_stat_STAT_HOME_KEPT),
+            home_active: g(intf::locality_stat_STAT_HOME_ACTIVE),
+            home_swaps: g(intf::locality_stat_STAT_HOME_SWAP),
             cache_pref_set: g(intf::locality_stat_STAT_CACHE_PREF_SET),
             cache_pref_switch: g(intf::locality_stat_STAT_CACHE_PREF_SWITCH),
             cache_drop_fit: g(intf::locality_stat_STAT_CACHE_DROP_FIT),
@@ -414,6 +426,10 @@ impl Metrics {
             numa_follow_refused: d(self.numa_follow_refused, prev.numa_follow_refused),
             numa_settled_kept: d(self.numa_settled_kept, prev.numa_settled_kept),
             numa_active_kicks: d(self.numa_active_kicks, prev.numa_active_kicks),
+            xnode_home: d(self.xnode_home, prev.xnode_home),
+            home_kept: d(self.home_kept, prev.home_kept),
+            home_active: d(self.home_active, prev.home_active),
+            home_swaps: d(self.home_swaps, prev.home_swaps),
             cache_pref_set: d(self.cache_pref_set, prev.cache_pref_set),
             cache_pref_switch: d(self.cache_pref_switch, prev.cache_pref_switch),
             cache_drop_fit: d(self.cache_drop_fit, prev.cache_drop_fit),
@@ -506,6 +522,10 @@ impl Metrics {
             numa_follow_refused: self.numa_follow_refused + other.numa_follow_refused,
             numa_settled_kept: self.numa_settled_kept + other.numa_settled_kept,
             numa_active_kicks: self.numa_active_kicks + other.numa_active_kicks,
+            xnode_home: self.xnode_home + other.xnode_home,
+            home_kept: self.home_kept + other.home_kept,
+            home_active: self.home_active + other.home_active,
+            home_swaps: self.home_swaps + other.home_swaps,
             cache_pref_set: self.cache_pref_set + other.cache_pref_set,
             cache_pref_switch: self.cache_pref_switch + other.cache_pref_switch,
             cache_drop_fit: self.cache_drop_fit + other.cache_drop_fit,
@@ -626,7 +646,7 @@ impl Metrics {
             w,
             "  numa   xnode push_wake={} push_fork={} exec={} steal_balance={} steal_offline={} \
              wake_follow={} active={}  passes={} budget={} push_kept={} new_local={} task_recent={} \
-             follow_refused={} settled_kept={} active_kicks={}",
+             follow_refused={} settled_kept={} active_kicks={}  home xnode={} kept={} active={} swaps={}",
             self.xnode_push_wake,
             self.xnode_push_fork,
             self.xnode_exec,
@@ -641,7 +661,11 @@ impl Metrics {
             self.numa_task_recent,
             self.numa_follow_refused,
             self.numa_settled_kept,
-            self.numa_active_kicks
+            self.numa_active_kicks,
+            self.xnode_home,
+            self.home_kept,
+            self.home_active,
+            self.home_swaps
         )?;
         let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
         writeln!(

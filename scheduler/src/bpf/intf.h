@@ -126,6 +126,11 @@ enum locality_stat {
 	STAT_NUMA_FOLLOW_REFUSED, /* wakee kept off its waker's node: beyond the allowance */
 	STAT_NUMA_SETTLED_KEPT,	/* cross-node steal passed over a task settled on its node */
 	STAT_NUMA_ACTIVE_KICK,	/* active balance: a busy CPU preempted for an idle node */
+	/* home nodes (home.bpf.c) */
+	STAT_XNODE_HOME,	/* a waking task went back to an idle CPU of its home node */
+	STAT_HOME_KEPT,		/* a push, follow or steal away from home refused */
+	STAT_HOME_ACTIVE,	/* the pass preempted a task away from home to send it back */
+	STAT_HOME_SWAP,		/* ... and, its home being full, a task homed here with it */
 
 	/* cache-aware scheduling (cache.bpf.c) */
 	STAT_CACHE_PREF_SET,	/* a process got a preferred LLC */

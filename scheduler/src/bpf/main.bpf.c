@@ -200,6 +200,8 @@ struct task_ctx {
 	u64 xnode_at;		/* last NUMA-policy node change, 0 never */
 	u64 node_rt;		/* runtime on node rt_node since it came there */
 	s32 rt_node;		/* node of its last run, -1 never */
+	s32 home;		/* its process's home node, -1 none (home.bpf.c) */
+	u64 home_gen;		/* ... as of this home_gen */
 };
 
 struct {
@@ -401,6 +403,7 @@ static void kick_cpu(s32 cpu, u64 flags)
 }
 
 #include "numa.bpf.c"
+#include "home.bpf.c"
 #include "cache.bpf.c"
 #include "idle.bpf.c"
 #include "push.bpf.c"
@@ -429,6 +432,8 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	} else if (is_fork && p->pid == p->tgid) {
 		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
 	}
+	if (cpu < 0 && !is_fork)
+		cpu = home_wake_pick(p, prev_cpu);
 	if (cpu < 0 && !is_fork && (wake_flags & SCX_WAKE_SYNC))
 		cpu = push_follow_waker(p, prev_cpu, bpf_get_smp_processor_id());
 	if (cpu < 0 && !is_fork)
@@ -700,6 +705,7 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 		d->run_pid = p->pid;
 	}
 
+	home_running(p, tctx, cpu);
 	last = tctx->last_cpu;
 	tctx->last_cpu = cpu;
 	if (last == cpu || !cpu_valid(last) || !cpu_valid(cpu))
@@ -778,6 +784,8 @@ s32 BPF_STRUCT_OPS(locality_init_task, struct task_struct *p,
 	tctx->vtime_cpu = -1;
 	tctx->last_cpu = -1;
 	tctx->exec_pending = 0;
+	tctx->home = -1;
+	tctx->home_gen = 0;
 	tctx->xnode_at = 0;
 	tctx->queued_at = 0;
 	tctx->node_rt = 0;

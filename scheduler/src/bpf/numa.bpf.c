@@ -134,6 +134,10 @@ u32 node_unused[MAX_NODES];	/* passes in a row whose budget was not spent */
 s32 active_to[MAX_CPUS];	/* rule 6: node to send this CPU's preempted task to, +1; 0 none */
 u64 active_at[MAX_CPUS];	/* ... marked then; a mark older than one interval is void */
 
+/* home.bpf.c, included after this file */
+static bool home_may_leave(struct task_struct *p, struct task_ctx *tctx, u32 n);
+static void home_balance(u64 now);
+
 /* timer scratch */
 u32 llc_load_acc[MAX_LLCS], node_load_acc[MAX_NODES], node_nr_now[MAX_NODES];
 
@@ -386,6 +390,8 @@ static s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork)
 	now = bpf_ktime_get_ns();
 	tctx = task_ctx(p);
 	src = cpu_node[prev_cpu & CPU_MASK];
+	if (!home_may_leave(p, tctx, src))
+		return -1;
 	d = numa_cross_candidate(tctx, now, src);
 	if (d < 0)
 		return -1;
@@ -473,7 +479,8 @@ static bool numa_wake_follow(struct task_struct *p, s32 prev_cpu, s32 waker_cpu)
 		return false;
 	wn = cpu_node[waker_cpu & CPU_MASK];
 	pn = cpu_node[prev_cpu & CPU_MASK];
-	if (wn == pn || !numa_task_may_cross(task_ctx(p), bpf_ktime_get_ns()))
+	if (wn == pn || !numa_task_may_cross(task_ctx(p), bpf_ktime_get_ns()) ||
+	    !home_may_leave(p, task_ctx(p), pn))
 		return false;
 	if (numa_moves(wn, pn, 1)) {
 		stat_inc(STAT_NUMA_FOLLOW_REFUSED);
@@ -634,6 +641,8 @@ static void numa_balance_pass(u64 now)
 				numa_active_kick((u32)src, d);
 		}
 	}
+	/* home.bpf.c rule 4: tasks away from home go back or swap */
+	home_balance(now);
 }
 
 /* ---- exec ---- */

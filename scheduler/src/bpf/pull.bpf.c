@@ -97,6 +97,9 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 			}
 			if (!numa_steal_settled_ok(tctx, cpu_node[cpu & CPU_MASK]))
 				continue;
+			if (!home_steal_ok(p, tctx, cpu_node[victim & CPU_MASK],
+					   cpu_node[cpu & CPU_MASK]))
+				continue;
 		}
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			if (cross && numa_mode != NUMA_OFF)

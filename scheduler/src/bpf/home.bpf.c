@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * home.bpf.c - keep a process's threads on its home node, so that its
+ * memory can stay there (the scheduling half of memory placement)
+ *
+ * Idea. Memory placement (memory.rs, van Riel 2014) can only make memory
+ * local to where the threads run. If balancing spreads each of two
+ * 4-thread processes over both nodes of a 2 x 4 CPU machine, neither has a
+ * node to be local to. The kernel solves this from the other end: NUMA
+ * balancing gives each task a preferred node (where its memory faults
+ * come from) and task_numa_migrate() moves it there, swapping it with a
+ * task of the destination when that node is full. sched_ext tasks get no
+ * NUMA faults, so here the agent decides the homes and this file keeps
+ * the threads there.
+ *
+ * Homes. The agent (memory.rs, assign_homes()) writes proc_home: tgid ->
+ * node, for processes with two or more busy threads whose node still fits
+ * them beside the other homed processes, within a fair share of the busy
+ * threads plus NUMA_IMBALANCE_MIN. So two 4-thread processes on 2 x 4 CPUs
+ * get a node each, while one 8-thread process on a 2 x 8 CPU machine gets
+ * no home and is spread by the NUMA policy as before. After each update the
+ * agent bumps home_gen; a task re-reads its home when its cached
+ * generation is older.
+ *
+ * Where a home applies (home_enabled; on unless --no-home-node or
+ * --memory=off or --numa-balance=off):
+ *   1. wake-up (select_cpu): a task away from home takes an idle CPU of its
+ *      home node if one is allowed (STAT_XNODE_HOME);
+ *   2. the wake-up push across nodes (numa.bpf.c rule 2) never takes a
+ *      task away from home (STAT_HOME_KEPT);
+ *   3. cross-node steals (pull.bpf.c level 5) pass over a task at home
+ *      unless its node's budget went unspent for NUMA_SETTLED_TRIES passes
+ *      (the same escalation as settled tasks, so an idle CPU is never kept
+ *      idle forever by a wrong home) (STAT_HOME_KEPT);
+ *   4. the balance pass (numa.bpf.c, every numa_interval_ns): a CPU running
+ *      a task away from home is preempted and the task sent home through
+ *      rule 6's mark (numa_active_take()) when its home has an idle CPU,
+ *      or, when a CPU of the home node runs a task whose home is this
+ *      node, both are preempted: a swap (STAT_HOME_ACTIVE, STAT_HOME_SWAP).
+ *      At most one per node pair per pass; a task still changes node at
+ *      most once per interval.
+ *
+ * Stats: STAT_XNODE_HOME, STAT_HOME_KEPT, STAT_HOME_ACTIVE, STAT_HOME_SWAP.
+ */
+
+const volatile bool home_enabled;
+
+u64 home_gen;			/* bumped by the agent after each proc_home change */
+s32 cpu_run_home[MAX_CPUS];	/* home node + 1 of the task running on each CPU, 0 none */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);	/* tgid */
+	__type(value, s32);	/* node */
+} proc_home SEC(".maps");
+
+/* @p's home node, or -1 */
+static __always_inline s32 task_home(struct task_struct *p, struct task_ctx *tctx)
+{
+	u32 tgid;
+	s32 *n, h;
+
+	if (!home_enabled || nr_nodes < 2)
+		return -1;
+	if (tctx && tctx->home_gen == home_gen)
+		return tctx->home;
+	tgid = p->tgid;
+	n = bpf_map_lookup_elem(&proc_home, &tgid);
+	h = n && *n >= 0 && (u32)*n < nr_nodes ? *n : -1;
+	if (tctx) {
+		tctx->home = h;
+		tctx->home_gen = home_gen;
+	}
+	return h;
+}
+
+/* 1. wake-up away from home: an idle CPU of the home node, else -1 */
+static s32 home_wake_pick(struct task_struct *p, s32 prev_cpu)
+{
+	struct task_ctx *tctx = task_ctx(p);
+	s32 h = task_home(p, tctx), cpu;
+
+	if (h < 0 || (cpu_valid(prev_cpu) && cpu_node[prev_cpu & CPU_MASK] == (u32)h))
+		return -1;
+	cpu = numa_idle_in_node(p, h);
+	if (cpu < 0)
+		return -1;
+	numa_task_crossed(tctx, bpf_ktime_get_ns());
+	stat_inc(STAT_XNODE_HOME);
+	return cpu;
+}
+
+/* 2.: may @p leave node @n? false if @n is its home */
+static bool home_may_leave(struct task_struct *p, struct task_ctx *tctx, u32 n)
+{
+	if (task_home(p, tctx) != (s32)n)
+		return true;
+	stat_inc(STAT_HOME_KEPT);
+	return false;
+}
+
+/* 3.: may a CPU of node @dst steal @p from node @src? */
+static __always_inline bool home_steal_ok(struct task_struct *p, struct task_ctx *tctx,
+					  u32 src, u32 dst)
+{
+	if (task_home(p, tctx) != (s32)src ||
+	    node_unused[dst & NODE_MASK] >= NUMA_SETTLED_TRIES)
+		return true;
+	stat_inc(STAT_HOME_KEPT);
+	return false;
+}
+
+/* ops.running: remember the home of the task now on @cpu for the pass */
+static __always_inline void home_running(struct task_struct *p, struct task_ctx *tctx, s32 cpu)
+{
+	if (home_enabled && cpu_valid(cpu))
+		cpu_run_home[cpu & CPU_MASK] = task_home(p, tctx) + 1;
+}
+
+/* mark @cpu's running task to go to node @to (numa_active_take() sends it) */
+static __always_inline void home_mark(s32 cpu, u32 to, u64 now)
+{
+	active_at[cpu & CPU_MASK] = now;
+	active_to[cpu & CPU_MASK] = to + 1;
+	kick_cpu(cpu, SCX_KICK_PREEMPT);
+	stat_inc(STAT_HOME_ACTIVE);
+}
+
+/*
+ * 4. From the balance pass: send running tasks that are away from home
+ * back, to an idle CPU there or in a swap. One move per (from, to) node
+ * pair per pass, at most MAX_NODES pairs looked at.
+ */
+static void home_balance(u64 now)
+{
+	const struct cpumask *idle;
+	u64 done = 0;	/* bit (from * 8 + to) for nodes < 8: pair served */
+	u32 i, j;
+
+	if (!home_enabled || nr_nodes < 2)
+		return;
+	idle = scx_bpf_get_idle_cpumask();
+	bpf_for(i, 0, nr_cpus) {
+		u32 c = i & CPU_MASK, from, to;
+		s32 h, partner = -1;
+		bool room;
+
+		if (i >= MAX_CPUS)
+			break;
+		h = cpu_run_home[c] - 1;
+		if (h < 0 || !cpu_online(c) || bpf_cpumask_test_cpu(c, idle))
+			continue;
+		from = cpu_node[c];
+		to = h;
+		if (from == to || from >= 8 || to >= 8 || (done & (1ULL << (from * 8 + to))))
+			continue;
+		/* an idle CPU at home? (the task's own affinity is checked at the move) */
+		room = false;
+		bpf_for(j, node_off[to & NODE_MASK], node_off[(to & NODE_MASK) + 1]) {
+			u32 d = node_cpus[j & CPU_MASK] & CPU_MASK;
+
+			if (cpu_online(d) && bpf_cpumask_test_cpu(d, idle)) {
+				room = true;
+				break;
+			}
+			/* else a swap partner: a CPU at home running a task homed here */
+			if (partner < 0 && cpu_run_home[d] - 1 == (s32)from &&
+			    !active_to[d])
+				partner = d;
+		}
+		if (!room && partner < 0)
+			continue;
+		done |= 1ULL << (from * 8 + to);
+		home_mark(c, to, now);
+		if (!room) {
+			done |= 1ULL << (to * 8 + from);
+			home_mark(partner, from, now);
+			stat_inc(STAT_HOME_SWAP);
+		}
+	}
+	scx_bpf_put_idle_cpumask(idle);
+}
