@@ -125,6 +125,7 @@ class Benchmark:
     overrides: dict = field(default_factory=dict)
     colocation_tasks: int | None = None  # co-location of the N busiest selected tasks (None: not measured)
     colocation_settle_ms: float = COLOCATION_SETTLE_MS
+    process_llc: bool = False  # per process: running samples per LLC (cache-aware scheduling)
 
     @property
     def spec(self) -> str:
@@ -159,7 +160,8 @@ class Benchmark:
                 "params": self.params, "sweep": self.sweep, "choices": self.choices,
                 "figures": [f.to_json() for f in self.figures], "residency_comm": self.residency_comm,
                 "sample_comm": self.sample_comm, "colocation_tasks": self.colocation_tasks,
-                "colocation_settle_ms": self.colocation_settle_ms, "file": str(where),
+                "colocation_settle_ms": self.colocation_settle_ms, "process_llc": self.process_llc,
+                "file": str(where),
                 "cases": [{"id": c.id, "label": c.label, "command": c.command} for c in self.cases()]}
 
 
@@ -306,12 +308,15 @@ def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
     settle = data.get("colocation_settle_ms", COLOCATION_SETTLE_MS)
     if not isinstance(settle, (int, float)) or isinstance(settle, bool) or settle < 0:
         raise BenchError(f"{path}: field 'colocation_settle_ms' must be a number >= 0")
+    pllc = data.get("process_llc", False)
+    if not isinstance(pllc, bool):
+        raise BenchError(f"{path}: field 'process_llc' must be true or false")
     b = Benchmark(name=name, path=path, description=str(data.get("description", "")), command=command,
                   params=params, sweep=sweep, choices=choices, figures=figures,
                   est_seconds=data.get("est_seconds", 10), timeout_s=float(data.get("timeout_s", 600)),
                   residency_comm=data.get("residency_comm") or None,
                   sample_comm=list(data.get("sample_comm", [])), overrides=overrides,
-                  colocation_tasks=colo, colocation_settle_ms=float(settle))
+                  colocation_tasks=colo, colocation_settle_ms=float(settle), process_llc=pllc)
     b.cases()  # validates est_seconds
     labels = {c.label for c in b.cases()}
     for i, fig in enumerate(figures):
@@ -608,6 +613,33 @@ def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list
     return out
 
 
+def process_llc(tasks: list[TaskSamples], topo: Topo) -> list[dict]:
+    """One row per process (tgid) of the given tasks: the samples that found one of its threads running
+    (state R) on each LLC, a proxy for its runtime per LLC (cache-aware scheduling wants a process's runtime in
+    one LLC). top_llc holds the most; share = top / all. Processes never seen running are left out; rows in
+    order of first appearance."""
+    llc_of = topo.llc_of()
+    procs: dict[int, dict] = {}
+    for t in tasks:
+        p = procs.setdefault(t.tgid, {"pid": t.tgid, "comm": t.comm, "threads": 0,
+                                      "llc_running": [0] * len(topo.llcs), "first_ms": t.first_ms})
+        p["threads"] += 1
+        p["first_ms"] = min(p["first_ms"], t.first_ms)
+        for cpu, _n, running in t.runs:
+            llc = llc_of.get(cpu)
+            if llc is not None:
+                p["llc_running"][llc] += running
+    rows = []
+    for p in sorted(procs.values(), key=lambda p: (p["first_ms"], p["pid"])):
+        tot = sum(p["llc_running"])
+        if not tot:
+            continue
+        top = max(range(len(p["llc_running"])), key=lambda i: p["llc_running"][i])
+        del p["first_ms"]
+        rows.append({**p, "running": tot, "top_llc": top, "share": round(p["llc_running"][top] / tot, 4)})
+    return rows
+
+
 NUMAJOB_RE = re.compile(r"numajob id=(\d+) pid=(\d+) .*?mem_pages=(\S*) elapsed_s=([0-9.]+)")
 
 
@@ -832,7 +864,7 @@ def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: r
         figures = [f for f in bench.figures if f.applies(case.label)]
         c = {"case": case.id, "label": case.label, "params": case.params, "status": "not-run", "rc": None,
              "error": None, "elapsed_s": None, "figures": {f.name: None for f in figures},
-             "locality": None, "residency": None, "colocation": None, "files": {}}
+             "locality": None, "residency": None, "colocation": None, "process_llc": None, "files": {}}
         for kind in ("out", "tasks", "cpu", "ticks"):
             src = result.files.get(f"{tag}.{kind}")
             if src and Path(src).exists():
@@ -871,6 +903,8 @@ def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: r
                 c["colocation"] = colocation(ticks, idx, topo, bench.colocation_settle_ms, tasks)
             if bench.residency_comm:
                 c["residency"] = residency(tasks, topo, bench.residency_comm, text)
+            if bench.process_llc:
+                c["process_llc"] = process_llc(select_tasks(tasks, bench.sample_comm), topo)
         step["cases"].append(c)
     return step
 

@@ -12,6 +12,7 @@ from . import stats
 
 FIELD = 12  # width of a value
 PCT = 11  # width of "( -12.34%)" / "* -12.34%*"
+CACHE_SHARE_GOAL = 0.95  # issue #5: a process that fits an LLC should run >= 95% of its time in one
 
 
 def load(out: Path) -> dict:
@@ -283,6 +284,47 @@ def colocation_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def process_llc_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
+    """Per case and scheduler: where each process of the benchmark ran, by LLC (bench.process_llc), over runs.
+    share: running samples in each process's top LLC over all its running samples, pooled over processes and
+    runs; lowest: the smallest one process had in one run; fit: processes with share >= CACHE_SHARE_GOAL;
+    distinct: per run, how many different top LLCs the processes had (for concurrent instances)."""
+    out = []
+    for cid, clabel in case_list(results, bench):
+        for s in labels:
+            per_run = [c["process_llc"] for r in results.get("runs", []) for st in r["steps"]
+                       if st["bench"] == bench and st["sched"] == s
+                       for c in st["cases"] if c["case"] == cid and c.get("process_llc")]
+            if not per_run:
+                continue
+            procs = [p for rows in per_run for p in rows]
+            running = sum(p["running"] for p in procs)
+            top = sum(p["llc_running"][p["top_llc"]] for p in procs)
+            distinct = [len({p["top_llc"] for p in rows}) for rows in per_run]
+            out.append({"case": clabel, "sched": s, "runs": len(per_run),
+                        "procs": _mean([len(rows) for rows in per_run]),
+                        "running_per_proc": running / len(procs) if procs else None,
+                        "share": 100.0 * top / running if running else None,
+                        "lowest": 100.0 * min(p["share"] for p in procs) if procs else None,
+                        "fit": sum(p["share"] >= CACHE_SHARE_GOAL for p in procs), "nprocs": len(procs),
+                        "distinct": _mean(distinct),
+                        "all_distinct": sum(d == len(rows) for d, rows in zip(distinct, per_run))})
+    return out
+
+
+def process_llc_table(rows: list[dict]) -> str:
+    lines = ["| case | scheduler | runs | processes | running samples per process | runtime in its top LLC | "
+             f"lowest process | processes >= {100 * CACHE_SHARE_GOAL:.0f}% | distinct top LLCs | "
+             "runs with one LLC per process |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append((f"| {r['case']} | {r['sched']} | {r['runs']} | {_n(r['procs'])} | "
+                      f"{_n(r['running_per_proc'], 0)} | {_n(r['share'], 1)}% | {_n(r['lowest'], 1)}% | "
+                      f"{r['fit']}/{r['nprocs']} | {_n(r['distinct'])} | {r['all_distinct']}/{r['runs']} |")
+                     .replace("n/a%", "n/a"))
+    return "\n".join(lines)
+
+
 def final_stats_table(results: dict, labels: list[str]) -> str | None:
     """scx_locality's own counters (its final-stats line), per scheduler label, mean over all its steps."""
     per: dict[str, dict[str, list[float]]] = {}
@@ -402,6 +444,10 @@ METHOD = [
     "placement and first balancing). A cross-node move is a "
     "change of node between two consecutive samples of a task (a lower bound, as above). The locality table's "
     "co-location columns pool a benchmark's cases; its moves after start are summed over cases, mean over runs.",
+    "- Process x LLC residency (benchmarks with `process_llc = true`): per process of the benchmark, the samples "
+    "that found one of its threads running (state R) on each LLC, a proxy for its runtime per LLC; its *top LLC* "
+    "holds most of them. *Runtime in its top LLC* pools processes and runs; *distinct top LLCs* (mean per run) "
+    "says whether concurrent instances took different LLCs.",
     "- Idle while queued: sampled time a CPU was idle while a task waited in its LLC / node, from "
     "scx_locality's `scx_locality-final-stats` line (per step, averaged over runs); n/a for other schedulers.",
     "- Utilisation heatmaps: per-CPU busy share from /proc/stat every {cpustat_ms} ms, CPUs ordered by node, "
@@ -456,6 +502,9 @@ def write_report(out: Path) -> Path:
             n = bdef.get("colocation_tasks")
             lines += [f"### {bname}: co-location of its {n} busiest tasks, sample by sample", "",
                       colocation_table(crows), ""]
+        prows = process_llc_rows(results, bname, labels) if bdef.get("process_llc") else []
+        if prows:
+            lines += [f"### {bname}: process x LLC residency", "", process_llc_table(prows), ""]
         if bdef.get("residency_comm"):
             lines += residency_section(results, bname, labels)
             p = plots.residency_heatmap(results, out, bname)

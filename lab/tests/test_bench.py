@@ -206,6 +206,30 @@ def test_residency_rows_with_memory_node():
     assert rows[1]["node_samples"] == [25, 0] and rows[1]["mem_node"] == 0
 
 
+def test_process_llc_counts_running_samples_per_llc():
+    _, tasks = bench.parse_tasks(TASKS + "task 105 105 hackbench 0 2400 0 6:10:0\n")
+    rows = bench.process_llc(bench.select_tasks(tasks, ["hackbench"]), TOPO)
+    # process 101: thread 101 ran 20 on LLC 0 (cpus 0, 1) and 5 on LLC 2 (cpu 4); thread 102 20 on LLC 1
+    # (a tie: the lower LLC is the top); process 105 was never seen running: left out
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["pid"], r["threads"], r["llc_running"], r["running"]) == (101, 2, [20, 20, 5, 0], 45)
+    assert (r["top_llc"], r["share"]) == (0, 0.4444)
+    assert bench.process_llc([], TOPO) == []
+
+
+def test_cache_benchmarks_sweep_pairs_and_instances():
+    b = bench.load_benchmark("cache-hackbench")
+    assert b.process_llc and b.sample_comm == ["hackbench"]
+    cmds = {c.label: c.command for c in b.cases()}
+    assert cmds["socket-8"] == "hackbench  -T -g 1 -f 8 -l $(( 1000000 / (8 * 8) ))"
+    assert cmds["pipe-1"].startswith("hackbench --pipe -T -g 1 -f 1 ")
+    i = bench.load_benchmark("cache-instances:instances=2")
+    assert i.process_llc and [c.label for c in i.cases()] == ["pipe", "socket"]
+    assert "-lt 2 ]" in i.cases()[0].command
+    assert i.to_json()["process_llc"] is True
+
+
 def test_topology_order_of_a_machine():
     t = bench.Topo.of(machines.load("haswell2s"))
     order = t.cpu_order()

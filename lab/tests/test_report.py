@@ -218,3 +218,39 @@ def test_colocation_columns_and_table(out):
     assert ("| A | scx_locality | 2 | 2 (netperf, netserver) | 200 | 99.50% | 99.00% | 100.00% | 90.00% | 99.8% | "
             "1.0 | 0.0 / 0 |") in text
     assert "first 1000 ms" in text
+
+
+def pllc(pid, llc_running):
+    tot = sum(llc_running)
+    top = max(range(len(llc_running)), key=lambda i: llc_running[i])
+    return {"pid": pid, "comm": "hackbench", "threads": 3, "llc_running": llc_running, "running": tot,
+            "top_llc": top, "share": llc_running[top] / tot}
+
+
+def test_process_llc_rows_and_table(out):
+    res = report.load(out)
+    # eevdf, case A: run 1 two processes on LLCs 0 and 1, run 2 both on LLC 1 (90 of 100 samples each);
+    # scx_locality: every process all on one LLC, two distinct LLCs each run
+    for r in res["runs"]:
+        for st in r["steps"]:
+            for c in st["cases"]:
+                if c["label"] != "A":
+                    continue
+                if st["sched"] == "eevdf":
+                    c["process_llc"] = ([pllc(1, [90, 10]), pllc(2, [40, 60])] if r["run"] == 1
+                                        else [pllc(1, [10, 90]), pllc(2, [10, 90])])
+                elif st["sched"] == "scx_locality":
+                    c["process_llc"] = [pllc(1, [100, 0]), pllc(2, [0, 100])]
+    res["benchmarks"]["tb"]["process_llc"] = True
+    (out / "results.json").write_text(json.dumps(res))
+    rows = {r["sched"]: r for r in report.process_llc_rows(res, "tb", ["eevdf", "scx_locality", "scx_bad"])}
+    assert set(rows) == {"eevdf", "scx_locality"}
+    e = rows["eevdf"]
+    # pooled: (90 + 60 + 90 + 90) / 400 = 82.5%; lowest 60%; >= 95%: none; distinct 2 then 1
+    assert (e["runs"], e["procs"], e["share"], e["lowest"]) == (2, 2.0, 82.5, 60.0)
+    assert (e["fit"], e["nprocs"], e["distinct"], e["all_distinct"]) == (0, 4, 1.5, 1)
+    s = rows["scx_locality"]
+    assert (s["share"], s["fit"], s["all_distinct"]) == (100.0, 4, 2)
+    text = report.write_report(out).read_text()
+    assert "### tb: process x LLC residency" in text
+    assert "| A | eevdf | 2 | 2.0 | 100 | 82.5% | 60.0% | 0/4 | 1.5 | 1/2 |" in text

@@ -79,41 +79,63 @@ pub enum Pref {
     DropOverload,
 }
 
+/// What cache_new_epoch() knows of each LLC.
+pub struct Llcs<'a> {
+    pub cpus: &'a [u32],
+    pub overloaded: &'a [bool],
+    /// node of each LLC
+    pub node: &'a [usize],
+    /// llc_load (fixed point), for the homed process with no runtime at home
+    pub load: &'a [u32],
+}
+
 /// The epoch re-evaluation of cache_new_epoch() (after decay): `cur` is
-/// the current preference, `cpus[l]` / `overloaded[l]` describe LLC l.
+/// the current preference, `home` the process's home node if the agent
+/// gave it one (then only that node's LLCs are candidates).
 pub fn choose(
     occ: &[u64],
     cur: Option<usize>,
+    home: Option<usize>,
     switch_ratio: u32,
     aggr_tol: u32,
     epoch_ns: u64,
-    cpus: &[u32],
-    llc_overloaded: &[bool],
+    llcs: &Llcs,
 ) -> Pref {
+    let at_home = |l: usize| home.is_none_or(|h| llcs.node.get(l) == Some(&h));
     let mut best: Option<usize> = None;
     let mut best_occ = 0u64;
     let mut total = 0u64;
+    let mut least: Option<(u32, usize)> = None;
     for (i, &v) in occ.iter().enumerate() {
         total += v;
+        if !at_home(i) {
+            continue;
+        }
+        if home.is_some() {
+            let load = llcs.load.get(i).copied().unwrap_or(0);
+            if least.is_none_or(|(l, _)| load < l) {
+                least = Some((load, i));
+            }
+        }
         if v > best_occ {
             best_occ = v;
             best = Some(i);
         }
     }
-    let Some(mut best) = best else {
+    let Some(mut best) = best.or(least.map(|(_, i)| i)) else {
         return Pref::None;
     };
     if let Some(c) = cur {
-        if c != best && c < occ.len() && best_occ <= switch_ratio as u64 * occ[c] {
+        if c != best && c < occ.len() && at_home(c) && best_occ <= switch_ratio as u64 * occ[c] {
             best = c;
         }
     }
-    let ncpu = cpus.get(best).copied().unwrap_or(0) as u64;
+    let ncpu = llcs.cpus.get(best).copied().unwrap_or(0) as u64;
     let limit = 2 * epoch_ns * ncpu * 80 / 100;
     if aggr_tol < 100 && total > limit * aggr_tol as u64 {
         return Pref::DropFit;
     }
-    if llc_overloaded.get(best).copied().unwrap_or(false) {
+    if llcs.overloaded.get(best).copied().unwrap_or(false) {
         return Pref::DropOverload;
     }
     Pref::Llc(best)
@@ -209,44 +231,72 @@ mod tests {
         assert_eq!(VALUE_SIZE, 4 + 4 + 8 + 8 + 16 + 2 * 8 * 64);
     }
 
+    const NODE0: [usize; 2] = [0, 0];
+    const LOAD0: [u32; 2] = [0, 0];
+
+    fn llcs<'a>(cpus: &'a [u32], ovl: &'a [bool]) -> Llcs<'a> {
+        Llcs { cpus, overloaded: ovl, node: &NODE0, load: &LOAD0 }
+    }
+
     #[test]
     fn hysteresis_needs_twice() {
-        let cpus = [4, 4];
-        let ovl = [false, false];
+        let l = llcs(&[4, 4], &[false, false]);
         // LLC 1 leads, but not by more than 2x: keep 0
         let occ = [1_000_000, 2_000_000];
-        assert_eq!(choose(&occ, Some(0), 2, 1, EP, &cpus, &ovl), Pref::Llc(0));
+        assert_eq!(choose(&occ, Some(0), None, 2, 1, EP, &l), Pref::Llc(0));
         // more than twice: switch
         let occ = [1_000_000, 2_000_001];
-        assert_eq!(choose(&occ, Some(0), 2, 1, EP, &cpus, &ovl), Pref::Llc(1));
+        assert_eq!(choose(&occ, Some(0), None, 2, 1, EP, &l), Pref::Llc(1));
         // no current preference: the largest wins outright
         let occ = [1_000_000, 1_000_001];
-        assert_eq!(choose(&occ, None, 2, 1, EP, &cpus, &ovl), Pref::Llc(1));
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(1));
         // nothing recorded
-        assert_eq!(choose(&[0, 0], None, 2, 1, EP, &cpus, &ovl), Pref::None);
+        assert_eq!(choose(&[0, 0], None, None, 2, 1, EP, &l), Pref::None);
         // ratio 1: any lead switches
         let occ = [1_000_000, 1_000_001];
-        assert_eq!(choose(&occ, Some(0), 1, 1, EP, &cpus, &ovl), Pref::Llc(1));
+        assert_eq!(choose(&occ, Some(0), None, 1, 1, EP, &l), Pref::Llc(1));
     }
 
     #[test]
     fn backs_off_when_it_does_not_fit() {
-        let cpus = [4, 4];
-        let ovl = [false, false];
+        let l = llcs(&[4, 4], &[false, false]);
         // steady state: occ sum = 2 x runtime per epoch. 3 threads busy on
         // 4 CPUs = 75% < 80%: fits
         let occ = [2 * 3 * EP, 0];
-        assert_eq!(choose(&occ, None, 2, 1, EP, &cpus, &ovl), Pref::Llc(0));
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
         // 3.3 threads busy > 3.2: does not fit
         let occ = [2 * 33 * EP / 10, 0];
-        assert_eq!(choose(&occ, None, 2, 1, EP, &cpus, &ovl), Pref::DropFit);
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::DropFit);
         // tolerance 2 doubles the limit; 100 removes it
-        assert_eq!(choose(&occ, None, 2, 2, EP, &cpus, &ovl), Pref::Llc(0));
+        assert_eq!(choose(&occ, None, None, 2, 2, EP, &l), Pref::Llc(0));
         let occ = [2 * 100 * EP, 0];
-        assert_eq!(choose(&occ, None, 2, 100, EP, &cpus, &ovl), Pref::Llc(0));
+        assert_eq!(choose(&occ, None, None, 2, 100, EP, &l), Pref::Llc(0));
         // overloaded LLC
         let occ = [EP, 0];
-        assert_eq!(choose(&occ, None, 2, 1, EP, &cpus, &[true, false]), Pref::DropOverload);
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &llcs(&[4, 4], &[true, false])), Pref::DropOverload);
+    }
+
+    #[test]
+    fn home_node_bounds_the_choice() {
+        // 4 LLCs, two per node; LLC 3 (node 1) is the busiest
+        let node = [0, 0, 1, 1];
+        let load = [0, 0, 3 << LOAD_SHIFT, 1 << LOAD_SHIFT];
+        let l = Llcs { cpus: &[4; 4], overloaded: &[false; 4], node: &node, load: &load };
+        let occ = [EP / 2, EP, 0, 4 * EP];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(3));
+        // home node 0: the best LLC inside it, however much ran elsewhere
+        assert_eq!(choose(&occ, None, Some(0), 2, 1, EP, &l), Pref::Llc(1));
+        // a preference outside the home is left without hysteresis
+        assert_eq!(choose(&occ, Some(3), Some(0), 2, 1, EP, &l), Pref::Llc(1));
+        // inside the home, hysteresis as usual: LLC 1 is not twice LLC 0
+        let occ = [EP, 2 * EP, 0, 0];
+        assert_eq!(choose(&occ, Some(0), Some(0), 2, 1, EP, &l), Pref::Llc(0));
+        // homed on node 1 with no runtime there yet: its least loaded LLC
+        let occ = [4 * EP, 0, 0, 0];
+        assert_eq!(choose(&occ, None, Some(1), 2, 1, EP, &l), Pref::Llc(3));
+        // the fit limit still counts the runtime of every LLC
+        let occ = [8 * EP, 0, 0, 0];
+        assert_eq!(choose(&occ, None, Some(1), 2, 1, EP, &l), Pref::DropFit);
     }
 
     #[test]

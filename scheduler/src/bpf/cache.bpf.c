@@ -23,9 +23,13 @@
  *   - candidate = the LLC with the largest occupancy; the preferred LLC
  *     switches to it only if occ[candidate] > switch_ratio * occ[current]
  *     (hysteresis, default 2);
- *   - home node: numa.bpf.c keeps no per-process home node, so the home
- *     node is the node of the largest-occupancy LLC; the candidate is that
- *     LLC, hence always inside it;
+ *   - home node: when the agent gave the process a home node (home.bpf.c,
+ *     proc_home), only that node's LLCs are candidates, so the preferred
+ *     LLC lies where its memory is meant to be (the seed leaves this
+ *     alignment as future work); a preference outside the home node is
+ *     dropped at once, without hysteresis; with no runtime in the home
+ *     node yet, its least loaded LLC is taken. Without a home, the
+ *     candidate is the largest-occupancy LLC of any node;
  *   - dropped (pref = -1) when the process's running threads, estimated
  *     as sum(occ) / (2 * epoch) (the steady state of a halving sum), need
  *     more than 80% * aggr_tolerance of the LLC's CPUs (aggr_tolerance
@@ -45,7 +49,8 @@
  * Busy% of an LLC = llc_load * 100 / its CPUs (llc_load counts runnable
  * tasks, so it may exceed 100).
  *
- * Where it applies (cache_aware, --cache-aware, on by default):
+ * Where it applies (cache_aware, --cache-aware; off by default, see
+ * main.rs for why):
  *   pull.bpf.c: an idle CPU first steals queued tasks of its node's other
  *     LLCs whose process prefers its LLC (aggregation pull, gate "into");
  *     ordinary cross-LLC steals skip tasks whose preferred LLC is the
@@ -188,14 +193,25 @@ static __always_inline bool cache_keep(struct task_struct *p, u32 llc)
 	return true;
 }
 
-/*
- * New epoch for @e: decay by @d epochs and re-evaluate the preference.
- * Not inlined: one copy, called from ops.stopping.
- */
-static __noinline void cache_new_epoch(struct cache_proc *e, u64 d)
+/* node of LLC @l (its first CPU's), or -1 */
+static __always_inline s32 cache_llc_node(u32 l)
 {
-	u64 best_occ = 0, total = 0, limit;
-	s32 best = -1, cur;
+	u32 first = llc_off[l & LLC_MASK];
+
+	if (first >= MAX_CPUS)
+		return -1;
+	return cpu_node[llc_cpus[first & CPU_MASK] & CPU_MASK];
+}
+
+/*
+ * New epoch for @e: decay by @d epochs and re-evaluate the preference;
+ * @home is the process's home node or -1. Not inlined: one copy, called
+ * from ops.stopping.
+ */
+static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
+{
+	u64 best_occ = 0, total = 0, limit, least = ~0ULL;
+	s32 best = -1, cur, idle_best = -1;
 	u32 i, n = nr_llcs, cpus;
 
 	if (!e)
@@ -208,11 +224,19 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d)
 		v = d >= 64 ? 0 : v >> d;
 		e->occ[i & CLLC_MASK] = v;
 		total += v;
+		if (home >= 0 && cache_llc_node(i) != home)
+			continue;	/* only the home node's LLCs are candidates */
+		if (home >= 0 && llc_load[i & LLC_MASK] < least) {
+			least = llc_load[i & LLC_MASK];
+			idle_best = i;
+		}
 		if (v > best_occ) {
 			best_occ = v;
 			best = i;
 		}
 	}
+	if (best < 0)
+		best = idle_best;	/* homed, but no runtime at home yet */
 	if (best < 0) {
 		e->pref_llc = -1;
 		return;
@@ -220,6 +244,7 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d)
 
 	cur = e->pref_llc;
 	if (cur >= 0 && cur < CACHE_MAX_LLCS && cur != best &&
+	    (home < 0 || cache_llc_node(cur) == home) &&
 	    best_occ <= (u64)cache_switch_ratio * e->occ[cur & CLLC_MASK])
 		best = cur;	/* hysteresis: not clearly better */
 
@@ -287,7 +312,7 @@ static void cache_account(struct task_struct *p, s32 cpu, u64 used)
 	e->nr_threads = nt;
 	old = e->epoch;
 	if (ep != old && __sync_val_compare_and_swap(&e->epoch, old, ep) == old)
-		cache_new_epoch(e, ep - old);
+		cache_new_epoch(e, ep - old, task_home(p, NULL));
 
 	/* racy adds (several CPUs may stop threads of one process): stats only */
 	e->occ[l & CLLC_MASK] += used;
