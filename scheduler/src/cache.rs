@@ -25,6 +25,7 @@ use crate::bpf_intf as intf;
 
 pub const CACHE_MAX_LLCS: usize = intf::locality_consts_CACHE_MAX_LLCS as usize;
 pub const LOAD_SHIFT: u32 = intf::locality_consts_LOAD_SHIFT;
+const CACHE_LLC_IMB_PCT: u64 = intf::locality_consts_CACHE_LLC_IMB_PCT as u64;
 
 /// Byte layout of `struct cache_proc` (cache.bpf.c).
 const OFF_PREF: usize = 0;
@@ -35,18 +36,20 @@ const OFF_OCC: usize = 40;
 const OFF_RT: usize = OFF_OCC + 8 * CACHE_MAX_LLCS;
 pub const VALUE_SIZE: usize = OFF_RT + 8 * CACHE_MAX_LLCS;
 
-/// Busy percentage of an LLC: `llc_load` (fixed point, 1 task == 1 <<
-/// LOAD_SHIFT) per CPU, in percent; may exceed 100.
-pub fn busy_pct(llc_load: u32, cpus: u32) -> u64 {
+/// Busy percentage of an LLC: its utilisation `llc_util` (fixed point, a
+/// busy CPU == 1 << LOAD_SHIFT) over its CPUs, in percent.
+pub fn busy_pct(llc_util: u32, cpus: u32) -> u64 {
     if cpus == 0 {
         return 0;
     }
-    (llc_load as u64 * 100) / ((cpus as u64) << LOAD_SHIFT)
+    (llc_util as u64 * 100) / ((cpus as u64) << LOAD_SHIFT)
 }
 
-/// More runnable tasks than CPUs.
-pub fn overloaded(llc_load: u32, cpus: u32) -> bool {
-    llc_load as u64 > ((cpus as u64) << LOAD_SHIFT)
+/// Overloaded as the kernel's group_is_overloaded(): more runnable tasks
+/// (`llc_load`) than CPUs and utilisation above capacity * 100 / 117.
+pub fn overloaded(llc_load: u32, llc_util: u32, cpus: u32) -> bool {
+    let cap = (cpus as u64) << LOAD_SHIFT;
+    llc_load as u64 > cap && llc_util as u64 * CACHE_LLC_IMB_PCT > cap * 100
 }
 
 /// Gate "into": may a task move from an LLC `src_busy`% busy into its
@@ -312,10 +315,16 @@ mod tests {
     fn gates() {
         let one = 1u32 << LOAD_SHIFT;
         assert_eq!(busy_pct(2 * one, 4), 50);
-        assert_eq!(busy_pct(8 * one, 4), 200);
+        assert_eq!(busy_pct(4 * one, 4), 100);
         assert_eq!(busy_pct(one, 0), 0);
-        assert!(!overloaded(4 * one, 4));
-        assert!(overloaded(4 * one + 1, 4));
+        // runnable tasks up to the CPUs: never overloaded
+        assert!(!overloaded(4 * one, 4 * one, 4));
+        // more tasks than CPUs and util above 100/117 (85.5%) of 4 CPUs
+        assert!(overloaded(4 * one + 1, 4 * one, 4));
+        assert!(overloaded(5 * one, 35 * one / 10, 4)); // 87.5%
+        // a burst queued on a half-idle LLC is not overload
+        assert!(!overloaded(6 * one, 2 * one, 4));
+        assert!(!overloaded(5 * one, 34 * one / 10, 4)); // 85%
         // into: destination lightly used -> allowed whatever the source
         assert!(may_enter(0, 50, 50, 20));
         // destination over 50% but not 20% busier than the source

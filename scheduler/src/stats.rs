@@ -228,6 +228,10 @@ pub struct Metrics {
     pub cache_aggr_wake: u64,
     #[stat(desc = "cache-aware: idle CPUs of the preferred LLC woken to pull")]
     pub cache_aggr_kick: u64,
+    #[stat(desc = "cache-aware: running tasks outside their preferred LLC asked to move by an idle CPU there")]
+    pub cache_aggr_mark: u64,
+    #[stat(desc = "cache-aware: asked tasks moved into their preferred LLC at their next wake-up")]
+    pub cache_aggr_move: u64,
     #[stat(desc = "cache-aware: wakeups kept in the preferred LLC (gate out)")]
     pub cache_keep_wake: u64,
     #[stat(desc = "cache-aware: steals out of a non-overloaded preferred LLC refused")]
@@ -328,6 +332,8 @@ impl Metrics {
             cache_aggr_pull: g(intf::locality_stat_STAT_CACHE_AGGR_PULL),
             cache_aggr_wake: g(intf::locality_stat_STAT_CACHE_AGGR_WAKE),
             cache_aggr_kick: g(intf::locality_stat_STAT_CACHE_AGGR_KICK),
+            cache_aggr_mark: g(intf::locality_stat_STAT_CACHE_AGGR_MARK),
+            cache_aggr_move: g(intf::locality_stat_STAT_CACHE_AGGR_MOVE),
             cache_keep_wake: g(intf::locality_stat_STAT_CACHE_KEEP_WAKE),
             cache_refuse_out: g(intf::locality_stat_STAT_CACHE_REFUSE_OUT),
             cache_refuse_overaggr: g(intf::locality_stat_STAT_CACHE_REFUSE_OVERAGGR),
@@ -438,6 +444,8 @@ impl Metrics {
             cache_aggr_pull: d(self.cache_aggr_pull, prev.cache_aggr_pull),
             cache_aggr_wake: d(self.cache_aggr_wake, prev.cache_aggr_wake),
             cache_aggr_kick: d(self.cache_aggr_kick, prev.cache_aggr_kick),
+            cache_aggr_mark: d(self.cache_aggr_mark, prev.cache_aggr_mark),
+            cache_aggr_move: d(self.cache_aggr_move, prev.cache_aggr_move),
             cache_keep_wake: d(self.cache_keep_wake, prev.cache_keep_wake),
             cache_refuse_out: d(self.cache_refuse_out, prev.cache_refuse_out),
             cache_refuse_overaggr: d(self.cache_refuse_overaggr, prev.cache_refuse_overaggr),
@@ -534,6 +542,8 @@ impl Metrics {
             cache_aggr_pull: self.cache_aggr_pull + other.cache_aggr_pull,
             cache_aggr_wake: self.cache_aggr_wake + other.cache_aggr_wake,
             cache_aggr_kick: self.cache_aggr_kick + other.cache_aggr_kick,
+            cache_aggr_mark: self.cache_aggr_mark + other.cache_aggr_mark,
+            cache_aggr_move: self.cache_aggr_move + other.cache_aggr_move,
             cache_keep_wake: self.cache_keep_wake + other.cache_keep_wake,
             cache_refuse_out: self.cache_refuse_out + other.cache_refuse_out,
             cache_refuse_overaggr: self.cache_refuse_overaggr + other.cache_refuse_overaggr,
@@ -677,7 +687,7 @@ impl Metrics {
         writeln!(
             w,
             "  cache  pref_set={} switch={} drop_fit={} drop_overload={} drop_timeout={}  \
-             aggr pull={} wake={} kick={} keep_wake={}  refused out={} overaggr={}  \
+             aggr pull={} wake={} kick={} mark={} move={} keep_wake={}  refused out={} overaggr={}  \
              in_pref={:.1}% of {:.1}ms",
             self.cache_pref_set,
             self.cache_pref_switch,
@@ -687,6 +697,8 @@ impl Metrics {
             self.cache_aggr_pull,
             self.cache_aggr_wake,
             self.cache_aggr_kick,
+            self.cache_aggr_mark,
+            self.cache_aggr_move,
             self.cache_keep_wake,
             self.cache_refuse_out,
             self.cache_refuse_overaggr,

@@ -33,8 +33,7 @@
  *   - dropped (pref = -1) when the process's running threads, estimated
  *     as sum(occ) / (2 * epoch) (the steady state of a halving sum), need
  *     more than 80% * aggr_tolerance of the LLC's CPUs (aggr_tolerance
- *     100 = never), or when the LLC is overloaded (llc_load from
- *     numa.bpf.c above its CPU count).
+ *     100 = never), or when the LLC is overloaded (below).
  * Entries are deleted when the process is seen with one thread, and when
  * its thread-group leader is freed (ops.exit_task). A preference not
  * refreshed for epoch_timeout epochs (--epoch-affinity-timeout) is
@@ -46,8 +45,10 @@
  *     overaggr_pct busy and busier than the source by more than imb_pct;
  *   out of the preferred LLC: refused while that LLC is not overloaded;
  *   otherwise (neither LLC preferred): ordinary balancing decides.
- * Busy% of an LLC = llc_load * 100 / its CPUs (llc_load counts runnable
- * tasks, so it may exceed 100).
+ * Busy% of an LLC = its utilisation (llc_util, numa.bpf.c: the decayed
+ * share of samples its CPUs were busy) in percent, as upstream compares
+ * util; overloaded = more runnable tasks than CPUs (llc_load) and
+ * utilisation above 100/117 of capacity (the kernel's definition).
  *
  * Where it applies (cache_aware, --cache-aware; off by default, see
  * main.rs for why):
@@ -60,9 +61,20 @@
  *   push.bpf.c: a waking task whose prev CPU is in its preferred LLC does
  *     not leave that LLC for an idle CPU elsewhere (gate "out"); it is
  *     queued and pulled inside the LLC.
+ *   balancing pulls running tasks too (cache_aggr_mark): a CPU about to
+ *     go idle, with nothing to steal, looks in its node for a CPU of
+ *     another LLC running a task whose process prefers the idle CPU's LLC
+ *     (cpu_run_pref, set in ops.running) and, gate "into" passing, asks it
+ *     to come (cpu_aggr_req); at its next wake-up that task takes an idle
+ *     CPU of its preferred LLC (cache_wake_pick). The kernel's balancer
+ *     would migrate such a task when it next is queued; a sched_ext
+ *     scheduler cannot move a running task, and a task that wakes often
+ *     (hackbench's threads) is hardly ever queued, so the move is made at
+ *     the wake-up instead. One ask per CPU at a time; an ask no longer
+ *     matching the task running there is dropped.
  *   wake aggregation (cache_wake_aggr, --cache-wake-aggr, off by default
  *     as in the seed): select_cpu takes an idle CPU of the preferred LLC
- *     (same node as prev) instead of searching from prev's LLC.
+ *     (same node as prev) at every wake-up, asked or not.
  * Only LLC ids below CACHE_MAX_LLCS take part (the agent turns the
  * mechanism off on machines with more LLCs).
  *
@@ -121,19 +133,28 @@ static __always_inline u32 llc_nr_cpus(u32 l)
 	return llc_off[l + 1] - llc_off[l];
 }
 
-/* busy percentage of LLC @l (runnable tasks per CPU, may exceed 100) */
+/* busy percentage of LLC @l: its utilisation (llc_util), 0-100 */
 static __always_inline u64 cache_llc_busy_pct(u32 l)
 {
 	u32 n = llc_nr_cpus(l);
 
 	if (!n)
 		return 0;
-	return ((u64)llc_load[l & LLC_MASK] * 100) / ((u64)n << LOAD_SHIFT);
+	return ((u64)llc_util[l & LLC_MASK] * 100) / ((u64)n << LOAD_SHIFT);
 }
 
+/*
+ * Overloaded, as the kernel's group_is_overloaded(): more runnable tasks
+ * than CPUs and utilisation above capacity / imbalance_pct (117 at the
+ * LLC level). A burst of wake-ups that queues tasks for a moment on a
+ * half-idle LLC is not overload.
+ */
 static __always_inline bool cache_llc_overloaded(u32 l)
 {
-	return llc_load[l & LLC_MASK] > (llc_nr_cpus(l) << LOAD_SHIFT);
+	u64 cap = (u64)llc_nr_cpus(l) << LOAD_SHIFT;
+
+	return llc_load[l & LLC_MASK] > cap &&
+	       (u64)llc_util[l & LLC_MASK] * CACHE_LLC_IMB_PCT > cap * 100;
 }
 
 /* gate "into": may a task move from @src into its preferred LLC @dst? */
@@ -334,23 +355,78 @@ static __always_inline void cache_task_exit(struct task_struct *p)
 	bpf_map_delete_elem(&cache_procs, &tgid);
 }
 
+/* preferred LLC + 1 of the task running on each CPU, 0 none (ops.running) */
+s32 cpu_run_pref[MAX_CPUS];
+/* LLC + 1 of an idle CPU that asked the task on this CPU to come, 0 none */
+s32 cpu_aggr_req[MAX_CPUS];
+
+/* ops.running: note @p's preferred LLC; drop an ask meant for another */
+static __always_inline void cache_running(struct task_struct *p, s32 cpu)
+{
+	u32 c = cpu & CPU_MASK;
+	s32 want;
+
+	if (!cache_aware || !cpu_valid(cpu))
+		return;
+	want = cache_pref(p) + 1;
+	cpu_run_pref[c] = want;
+	if (cpu_aggr_req[c] && cpu_aggr_req[c] != want)
+		cpu_aggr_req[c] = 0;
+}
+
 /*
- * Wake aggregation (cache_wake_aggr): a claimed idle CPU of @p's preferred
- * LLC if that LLC is not prev's, lies in prev's node and passes the gate
- * "into"; else -1. Uses the scratch mask.
+ * @cpu goes idle with nothing to steal: ask one task of its node, running
+ * in another LLC, whose process prefers @cpu's LLC, to come.
+ */
+static void cache_aggr_mark(s32 cpu)
+{
+	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c], i, start, end;
+
+	if (!cache_aware || l >= CACHE_MAX_LLCS || n >= MAX_NODES)
+		return;
+	start = node_off[n];
+	end = node_off[n + 1];
+	if (end > MAX_CPUS || end <= start)
+		return;
+	bpf_for(i, start, end) {
+		u32 v = node_cpus[i & CPU_MASK] & CPU_MASK;
+
+		if (cpu_llc[v] == l || cpu_run_pref[v] != (s32)l + 1 || cpu_aggr_req[v])
+			continue;
+		if (!cache_may_enter(cpu_llc[v], l)) {
+			stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
+			continue;
+		}
+		cpu_aggr_req[v] = l + 1;
+		stat_inc(STAT_CACHE_AGGR_MARK);
+		return;
+	}
+}
+
+/*
+ * Wake-up into the preferred LLC: when the task's last CPU was asked to
+ * send it there (cache_aggr_mark), or always with wake aggregation
+ * (cache_wake_aggr). A claimed idle CPU of @p's preferred LLC if that LLC
+ * is not prev's, lies in prev's node and passes the gate "into"; else -1.
+ * Uses the scratch mask.
  */
 static s32 cache_wake_pick(struct task_struct *p, s32 prev_cpu)
 {
 	struct bpf_cpumask *tmp;
 	const struct cpumask *m;
 	u32 src;
-	s32 pref, cpu;
+	s32 pref, cpu, asked;
 
-	if (!cache_wake_aggr || !cpu_valid(prev_cpu))
+	if (!cache_aware || !cpu_valid(prev_cpu))
 		return -1;
 	pref = cache_pref(p);
 	src = cpu_llc[prev_cpu & CPU_MASK];
+	asked = cpu_aggr_req[prev_cpu & CPU_MASK];
 	if (pref < 0 || (u32)pref == src)
+		return -1;
+	if (asked == pref + 1)
+		cpu_aggr_req[prev_cpu & CPU_MASK] = 0;	/* one try per ask */
+	else if (!cache_wake_aggr)
 		return -1;
 	if (llc_off[pref & LLC_MASK] >= MAX_CPUS ||
 	    cpu_node[llc_cpus[llc_off[pref & LLC_MASK] & CPU_MASK] & CPU_MASK] !=
@@ -367,7 +443,7 @@ static s32 cache_wake_pick(struct task_struct *p, s32 prev_cpu)
 	bpf_cpumask_and(tmp, m, p->cpus_ptr);
 	cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
 	if (cpu >= 0)
-		stat_inc(STAT_CACHE_AGGR_WAKE);
+		stat_inc(asked == pref + 1 ? STAT_CACHE_AGGR_MOVE : STAT_CACHE_AGGR_WAKE);
 	return cpu;
 }
 

@@ -58,6 +58,7 @@ enum locality_consts {
 	DFL_CACHE_AGGR_TOL = 1,		/* scales the 80% fit limit; 100: no limit */
 	DFL_CACHE_OVERAGGR_PCT = 50,
 	DFL_CACHE_IMB_PCT = 20,
+	CACHE_LLC_IMB_PCT = 117,	/* the kernel's imbalance_pct of an LLC domain */
 };
 
 /* --numa-balance: who decides whether a task may change node */
@@ -141,6 +142,8 @@ enum locality_stat {
 	STAT_CACHE_AGGR_PULL,	/* steal into the task's preferred LLC */
 	STAT_CACHE_AGGR_WAKE,	/* wake aggregation: idle CPU of the preferred LLC */
 	STAT_CACHE_AGGR_KICK,	/* woke an idle CPU of the preferred LLC to pull */
+	STAT_CACHE_AGGR_MARK,	/* an idle CPU asked a running outsider to come */
+	STAT_CACHE_AGGR_MOVE,	/* ... and the task came at its next wake-up */
 	STAT_CACHE_KEEP_WAKE,	/* push kept a task in its preferred LLC (gate out) */
 	STAT_CACHE_REFUSE_OUT,	/* steal out of a non-overloaded preferred LLC refused */
 	STAT_CACHE_REFUSE_OVERAGGR, /* move into preferred refused: over-aggregated */

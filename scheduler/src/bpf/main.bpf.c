@@ -667,6 +667,8 @@ void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 		d->keeps++;
 	} else {
 		d->empties++;
+		/* going idle: ask a task that prefers this LLC to come */
+		cache_aggr_mark(cpu);
 	}
 }
 
@@ -706,6 +708,7 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 	}
 
 	home_running(p, tctx, cpu);
+	cache_running(p, cpu);
 	last = tctx->last_cpu;
 	tctx->last_cpu = cpu;
 	if (last == cpu || !cpu_valid(last) || !cpu_valid(cpu))
@@ -905,7 +908,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		if (l >= MAX_LLCS || n >= MAX_NODES)
 			continue;
 		if (!cpu_is_online[c]) {
-			numa_load_cpu(c, l, n, 0);
+			numa_load_cpu(c, l, n, 0, false);
 			continue;
 		}
 		is_idle = bpf_cpumask_test_cpu(i, idle);
@@ -924,7 +927,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 			stat_inc(STAT_RESCUE_KICK);
 		}
 		numa_load_cpu(c, l, n, (q > 0 ? q : 0) + (pq > 0 ? pq : 0) +
-			      (lq > 0 ? lq : 0) + !is_idle);
+			      (lq > 0 ? lq : 0) + !is_idle, !is_idle);
 		if (is_idle) {
 			iwq_llc_idle[l]++;
 			iwq_node_idle[n]++;

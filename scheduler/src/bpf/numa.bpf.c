@@ -122,6 +122,14 @@ const volatile u32 seed_imb_adj = 3;		/* seed v2: 100 / (125 - 100) - 1 */
 
 u32 cpu_load[MAX_CPUS];		/* EWMA of runnable tasks, 1 << LOAD_SHIFT each */
 u32 llc_load[MAX_LLCS];
+/*
+ * Utilisation, the same average of 1 per sample the CPU was busy (so at
+ * most 1 << LOAD_SHIFT per CPU): what cache.bpf.c's gates compare, as
+ * upstream compares util, not the number of runnable tasks.
+ */
+u32 cpu_util[MAX_CPUS];
+u32 llc_util[MAX_LLCS];
+u32 llc_util_acc[MAX_LLCS];
 u32 node_load[MAX_NODES];
 u32 node_placed[MAX_NODES];	/* new tasks placed, not yet in node_load (same fixed point) */
 u64 node_load_sum[MAX_NODES];	/* sum of instantaneous runnable per sample */
@@ -533,6 +541,7 @@ static void numa_load_begin(void)
 		if (i >= MAX_LLCS)
 			break;
 		llc_load_acc[i] = 0;
+		llc_util_acc[i] = 0;
 	}
 	bpf_for(i, 0, nr_nodes) {
 		if (i >= MAX_NODES)
@@ -542,21 +551,26 @@ static void numa_load_begin(void)
 	}
 }
 
-static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr)
+/* one step of the decayed average from @old towards @target */
+static __always_inline u32 load_step(u32 old, u32 target)
 {
-	u32 old = cpu_load[c & CPU_MASK], target, step, v;
+	if (target >= old)
+		return old + ((target - old + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT);
+	return old - ((old - target + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT);
+}
+
+/* one sample of CPU @c (LLC @l, node @n): @nr runnable tasks, @busy not idle */
+static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr, bool busy)
+{
+	u32 v, u;
 
 	if (nr > 4096)
 		nr = 4096;
-	target = nr << LOAD_SHIFT;
-	if (target >= old) {
-		step = (target - old + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT;
-		v = old + step;
-	} else {
-		step = (old - target + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT;
-		v = old - step;
-	}
+	v = load_step(cpu_load[c & CPU_MASK], nr << LOAD_SHIFT);
 	cpu_load[c & CPU_MASK] = v;
+	u = load_step(cpu_util[c & CPU_MASK], busy ? 1 << LOAD_SHIFT : 0);
+	cpu_util[c & CPU_MASK] = u;
+	llc_util_acc[l & LLC_MASK] += u;
 	llc_load_acc[l & LLC_MASK] += v;
 	node_load_acc[n & NODE_MASK] += v;
 	node_nr_now[n & NODE_MASK] += nr;
@@ -572,6 +586,7 @@ static void numa_load_end(u64 now)
 		if (i >= MAX_LLCS)
 			break;
 		llc_load[i] = llc_load_acc[i];
+		llc_util[i] = llc_util_acc[i];
 	}
 	bpf_for(i, 0, nr_nodes) {
 		if (i >= MAX_NODES)
