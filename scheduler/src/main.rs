@@ -807,6 +807,12 @@ impl<'a> Scheduler<'a> {
                     .collect(),
                 unsafe { std::ptr::read_volatile(&bss.load_samples) },
             );
+            let nl = (self.skel.maps.rodata_data.as_ref().map(|r| r.nr_llcs).unwrap_or(1) as usize)
+                .min(bss.llc_load.len());
+            let gauge = |v: &[u32]| -> Vec<u32> {
+                (0..nl).map(|i| unsafe { std::ptr::read_volatile(&v[i]) }).collect()
+            };
+            m.set_llc_load(&gauge(&bss.llc_load), &gauge(&bss.llc_util));
             m.max_wait_ms = unsafe { std::ptr::read_volatile(&bss.max_wait_ns) } as f64 / 1e6;
             let (pid, cpu, allowed, queued) = unsafe {
                 (

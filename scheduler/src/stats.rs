@@ -44,7 +44,8 @@
 //!   refused.
 //! - node_load (decayed average of runnable tasks per node, at read time),
 //!   node_load_mean (mean over the period, from node_load_sum /
-//!   load_samples).
+//!   load_samples); llc_load and llc_util (decayed runnable tasks and
+//!   busy CPUs per LLC, at read time: what the cache-aware gates see).
 //! - max_wait_ms: the longest a queued task waited before it ran, since
 //!   load (a high-water mark; the stall watchdog only sees it cross its
 //!   timeout); max_wait_task says who: pid, the CPU it ran on, how many
@@ -54,6 +55,8 @@
 //!   (preferences dropped at an epoch), cache_drop_timeout (lookups that
 //!   found a preference older than the timeout: events, not processes),
 //!   cache_aggr_pull / _wake / _kick (aggregation moves and wake-ups),
+//!   cache_aggr_mark / _move (running tasks asked by an idle CPU of their
+//!   preferred LLC to come, and those that came at their next wake-up),
 //!   cache_keep_wake (wake-ups kept in the preferred LLC by the gate
 //!   "out"), cache_refuse_out / _overaggr (moves refused by gate);
 //!   cache_rt_ms / cache_rt_pref_ms: runtime of tracked processes and the
@@ -208,6 +211,10 @@ pub struct Metrics {
     pub node_load_sum: Vec<u64>,
     #[stat(desc = "load samples taken")]
     pub load_samples: u64,
+    #[stat(desc = "per LLC: decayed average of runnable tasks, at read time")]
+    pub llc_load: Vec<f64>,
+    #[stat(desc = "per LLC: decayed utilisation (busy CPUs), at read time; cache-aware gates compare it")]
+    pub llc_util: Vec<f64>,
     #[stat(desc = "longest wait of a queued task before it ran, ms, since load")]
     pub max_wait_ms: f64,
     #[stat(desc = "who waited max_wait_ms: pid, CPU, allowed CPUs, tasks still queued there")]
@@ -343,6 +350,8 @@ impl Metrics {
             node_load: vec![],
             node_load_mean: vec![],
             node_load_sum: vec![],
+            llc_load: vec![],
+            llc_util: vec![],
             load_samples: 0,
             max_wait_ms: 0.0,
             max_wait_task: String::new(),
@@ -455,6 +464,8 @@ impl Metrics {
             node_load: self.node_load.clone(),
             node_load_mean: vec![],
             node_load_sum: zip_with(&self.node_load_sum, &prev.node_load_sum, d),
+            llc_load: self.llc_load.clone(),
+            llc_util: self.llc_util.clone(),
             load_samples: d(self.load_samples, prev.load_samples),
             // a high-water mark: the interval shows it as it is
             max_wait_ms: self.max_wait_ms,
@@ -555,6 +566,8 @@ impl Metrics {
             node_load: other.node_load.clone(),
             node_load_mean: vec![],
             node_load_sum: zip_with(&self.node_load_sum, &other.node_load_sum, |a, b| a + b),
+            llc_load: other.llc_load.clone(),
+            llc_util: other.llc_util.clone(),
             load_samples: self.load_samples + other.load_samples,
             max_wait_ms: self.max_wait_ms.max(other.max_wait_ms),
             max_wait_task: if other.max_wait_ms > self.max_wait_ms {
@@ -588,6 +601,13 @@ impl Metrics {
         self.load_samples = samples;
         self.node_load_mean = vec![];
         *self = std::mem::take(self).with_means();
+    }
+
+    /// Fill the per-LLC gauges from the BPF globals (fixed point).
+    pub fn set_llc_load(&mut self, load: &[u32], util: &[u32]) {
+        let one = (1u64 << intf::locality_consts_LOAD_SHIFT) as f64;
+        self.llc_load = load.iter().map(|&l| round2(l as f64 / one)).collect();
+        self.llc_util = util.iter().map(|&l| round2(l as f64 / one)).collect();
     }
 
     fn with_means(mut self) -> Metrics {
@@ -680,9 +700,11 @@ impl Metrics {
         let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
         writeln!(
             w,
-            "  load   node_now=[{}] node_mean=[{}]",
+            "  load   node_now=[{}] node_mean=[{}]  llc_now=[{}] llc_util=[{}]",
             fmt(&self.node_load),
-            fmt(&self.node_load_mean)
+            fmt(&self.node_load_mean),
+            fmt(&self.llc_load),
+            fmt(&self.llc_util)
         )?;
         writeln!(
             w,
@@ -914,6 +936,10 @@ mod tests {
         let d = b.delta(&a);
         assert_eq!(d.node_load_mean, vec![2.0, 0.0]);
         assert_eq!(d.node_load, vec![1.0, 0.0]);
+        // per-LLC gauges: fixed point to tasks / busy CPUs, the latest wins
+        b.set_llc_load(&[3072, 256], &[2048, 256]);
+        assert_eq!((b.llc_load.clone(), b.llc_util.clone()), (vec![3.0, 0.25], vec![2.0, 0.25]));
+        assert_eq!(b.delta(&a).llc_util, vec![2.0, 0.25]);
         // restarts: sums add up, the gauge is the latest
         let s = a.plus(&b);
         assert_eq!(s.load_samples, 300);
