@@ -239,15 +239,20 @@ def locality_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def per_run_field(results: dict, bench: str, case_id: str, sched: str, field: str) -> list:
+    """A case's non-empty `field` (colocation, process_llc, ...) under one scheduler, one per run."""
+    return [c[field] for r in results.get("runs", []) for st in r["steps"]
+            if st["bench"] == bench and st["sched"] == sched
+            for c in st["cases"] if c["case"] == case_id and c.get(field)]
+
+
 def colocation_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
     """Per case and scheduler: co-location of the case's busiest tasks (locsample -k), pooled over runs
     (shares: summed ticks; moves: mean and largest per run; the lowest per-run share of the node)."""
     out = []
     for cid, clabel in case_list(results, bench):
         for s in labels:
-            cols = [c["colocation"] for r in results.get("runs", []) for st in r["steps"]
-                    if st["bench"] == bench and st["sched"] == s
-                    for c in st["cases"] if c["case"] == cid and c.get("colocation")]
+            cols = per_run_field(results, bench, cid, s, "colocation")
             if not cols:
                 continue
             tot = {k: sum(x[k] for x in cols) for k in ("pair_ticks", "same_node", "same_llc",
@@ -292,9 +297,7 @@ def process_llc_rows(results: dict, bench: str, labels: list[str]) -> list[dict]
     out = []
     for cid, clabel in case_list(results, bench):
         for s in labels:
-            per_run = [c["process_llc"] for r in results.get("runs", []) for st in r["steps"]
-                       if st["bench"] == bench and st["sched"] == s
-                       for c in st["cases"] if c["case"] == cid and c.get("process_llc")]
+            per_run = per_run_field(results, bench, cid, s, "process_llc")
             if not per_run:
                 continue
             procs = [p for rows in per_run for p in rows]

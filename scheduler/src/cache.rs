@@ -20,7 +20,7 @@
 //! thread that left cannot be pulled back; with --overaggr-pct 100 it
 //! reaches 96-98% (EEVDF 99-100%) at EEVDF's speed. epyc-l3numa (one LLC
 //! per node): four concurrent 1-pair instances each took their own LLC in
-//! every boot, each >= 95% in it (EEVDF: 2 of 3 boots, 87-91%).
+//! both boots that ran, each >= 95% in it (EEVDF: 2 of 3 boots, 87-91%).
 //!
 //! This module mirrors the BPF decision rules as pure functions (the unit
 //! tests below pin them), checks the knobs, and reads the per-process map
