@@ -18,7 +18,8 @@
 //! are not slower than EEVDF. What holds 2 pairs back is the gate "into":
 //! the process alone keeps its LLC over overaggr_pct = 50% busy, so a
 //! thread that left cannot be pulled back; with --overaggr-pct 100 it
-//! reaches 96-98% (EEVDF 99-100%) at EEVDF's speed. epyc-l3numa (one LLC
+//! reaches 96-98% when run alone (EEVDF 99-100%) and 89% in the full
+//! sweep (one boot in three at 72%), at EEVDF's speed. epyc-l3numa (one LLC
 //! per node): four concurrent 1-pair instances each took their own LLC in
 //! both boots that ran, each >= 95% in it (EEVDF: 2 of 3 boots, 87-91%).
 //!
