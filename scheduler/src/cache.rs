@@ -20,9 +20,9 @@
 //! thread that left cannot be pulled back; with --overaggr-pct 100 it
 //! reaches 96-98% when run alone (EEVDF 99-100%) and 89% in the full
 //! sweep (one boot in three at 72%), at EEVDF's speed. epyc-l3numa (one LLC
-//! per node): four concurrent 1-pair instances each took their own LLC in
-//! all 5 boots that ran, 22 of 24 instances >= 95% in it (EEVDF: 3 of 6
-//! boots, 13 of 24).
+//! per node): four concurrent 1-pair instances (pipe and socket, 5 boots)
+//! each took their own LLC in 10 of 10 cases, 38 of 40 instances >= 95%
+//! in it (EEVDF, 6 boots: 5 of 12 cases, 29 of 48 instances).
 //!
 //! This module mirrors the BPF decision rules as pure functions (the unit
 //! tests below pin them), checks the knobs, and reads the per-process map
