@@ -10,7 +10,7 @@
 //! v3, 2025; upstream 7.2, CONFIG_SCHED_CACHE, load-balance only).
 //!
 //! Measured (lab, QEMU TCG, `bin/lab bench --bench cache-hackbench` and
-//! `cache-instances`, 3 boots each, 2026-11-23; share = the process's
+//! `cache-instances`, 3 or more boots each, 2026-11-23; share = the process's
 //! running samples in its top LLC). spr-1n2llc (one node, 2 LLCs x 4
 //! CPUs), hackbench -T 1 group: 1 pair 100% with and without this
 //! mechanism; 2 pairs (4 threads, about 2.6 CPUs busy) 57% without, 83%

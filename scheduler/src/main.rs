@@ -172,11 +172,12 @@ struct Opts {
     /// Cache-aware scheduling (off by default): each multi-threaded process
     /// gets a preferred LLC; idle CPUs pull its tasks there and
     /// steals/wakeups do not take them out of it while it is not
-    /// overloaded. Off by default: in the lab (spr-1n2llc, hackbench -T,
-    /// 3 boots) it raised a 4-thread process's runtime in one LLC from 57%
-    /// to 83% (EEVDF 99%) and was not slower, but no gain is significant
-    /// yet, and a process that fits one LLC is not yet kept there in
-    /// >= 95% of its runtime.
+    /// overloaded; an idle CPU of the preferred LLC asks a task running
+    /// elsewhere to come at its next wake-up. Off by default: in the lab
+    /// (spr-1n2llc, hackbench -T, 3 boots) it raised a 4-thread process's
+    /// runtime in one LLC from 57% to 83% (EEVDF 99%) and was not slower,
+    /// but no gain is significant yet, and with the default --overaggr-pct
+    /// such a process is not kept in one LLC in >= 95% of its runtime.
     #[arg(long, overrides_with = "no_cache_aware")]
     cache_aware: bool,
 
@@ -186,7 +187,8 @@ struct Opts {
 
     /// Wake-time aggregation (off by default, as in the seed): a waking
     /// task takes an idle CPU of its process's preferred LLC (same node)
-    /// instead of searching from its previous LLC. Needs cache-aware.
+    /// instead of searching from its previous LLC, at every wake-up (without
+    /// it only tasks asked by an idle CPU there do). Needs cache-aware.
     #[arg(long)]
     cache_wake_aggr: bool,
 
@@ -215,9 +217,10 @@ struct Opts {
     epoch_affinity_timeout: u32,
 
     /// Cache-aware: a move into the preferred LLC is refused when that LLC
-    /// is more than PCT busy (and busier than the source by --imb-pct).
+    /// is more than PCT busy (utilisation, so 100 turns the gate off) and
+    /// busier than the source by --imb-pct.
     #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_OVERAGGR_PCT,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
+          value_parser = clap::value_parser!(u32).range(1..=100))]
     overaggr_pct: u32,
 
     /// Cache-aware: how much busier (percent) than the source the
@@ -1108,7 +1111,7 @@ mod tests {
             "--epoch-period-ms=10001",
             "--epoch-affinity-timeout=0",
             "--overaggr-pct=0",
-            "--overaggr-pct=1001",
+            "--overaggr-pct=101",
             "--imb-pct=-1",
             "--imb-pct=1001",
             "--cache-top=1001",

@@ -71,7 +71,12 @@
  *     scheduler cannot move a running task, and a task that wakes often
  *     (hackbench's threads) is hardly ever queued, so the move is made at
  *     the wake-up instead. One ask per CPU at a time; an ask no longer
- *     matching the task running there is dropped.
+ *     matching the task running there is dropped. The ask belongs to the
+ *     CPU, not the task: whichever thread of that process next wakes with
+ *     it as its previous CPU uses it (home placement and a synchronous
+ *     follow of the waker come first), and cpu_run_pref keeps the last
+ *     task's preference after the CPU goes idle, so an idle CPU can be
+ *     asked too (its last task then moves when it wakes).
  *   wake aggregation (cache_wake_aggr, --cache-wake-aggr, off by default
  *     as in the seed): select_cpu takes an idle CPU of the preferred LLC
  *     (same node as prev) at every wake-up, asked or not.
@@ -397,7 +402,9 @@ static void cache_aggr_mark(s32 cpu)
 			stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
 			continue;
 		}
-		cpu_aggr_req[v] = l + 1;
+		/* another idle CPU may be asking the same one: first wins */
+		if (__sync_val_compare_and_swap(&cpu_aggr_req[v], 0, (s32)l + 1) != 0)
+			continue;
 		stat_inc(STAT_CACHE_AGGR_MARK);
 		return;
 	}
@@ -418,6 +425,9 @@ static s32 cache_wake_pick(struct task_struct *p, s32 prev_cpu)
 	s32 pref, cpu, asked;
 
 	if (!cache_aware || !cpu_valid(prev_cpu))
+		return -1;
+	/* nothing asked and no wake aggregation: spare the map lookup */
+	if (!cache_wake_aggr && !cpu_aggr_req[prev_cpu & CPU_MASK])
 		return -1;
 	pref = cache_pref(p);
 	src = cpu_llc[prev_cpu & CPU_MASK];
