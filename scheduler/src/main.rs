@@ -169,6 +169,11 @@ struct Opts {
     #[arg(long)]
     no_push_cross_node: bool,
 
+    /// NUMA policy: a task woken synchronously from another node never
+    /// follows its waker there (numa.bpf.c rule 2b; A/B switch).
+    #[arg(long)]
+    no_wake_follow: bool,
+
     /// Cache-aware scheduling (off by default): each multi-threaded process
     /// gets a preferred LLC; idle CPUs pull its tasks there and
     /// steals/wakeups do not take them out of it while it is not
@@ -539,6 +544,7 @@ impl<'a> Scheduler<'a> {
         // off: cross-node steals whenever a CPU would idle (the old flag)
         r.steal_cross_node = mode == NumaBalance::Off;
         r.push_cross_node = !opts.no_push_cross_node;
+        r.wake_follow = !opts.no_wake_follow;
         r.numa_mode = mode.bpf_mode();
         r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
         r.home_enabled = opts.home_node();
@@ -596,7 +602,7 @@ impl<'a> Scheduler<'a> {
 
         println!(
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, sparse_idle={}, wake_gran={}us, \
-             steal_cross_node={}, push_cross_node={}, numa_balance={}, numa_interval={}ms, \
+             steal_cross_node={}, push_cross_node={}, wake_follow={}, numa_balance={}, numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
              memory={}, memory_budget={}MB/s, home_node={}, slice={}us, topology={})",
             topo.possible_cpus().len(),
@@ -608,6 +614,7 @@ impl<'a> Scheduler<'a> {
             opts.wake_gran_us,
             on_off(opts.numa_mode() == NumaBalance::Off),
             on_off(!opts.no_push_cross_node),
+            on_off(!opts.no_wake_follow),
             opts.numa_mode().name(),
             opts.numa_interval_ms,
             allowances,

@@ -40,6 +40,15 @@
 //!   kernel's `imbalance >>= 1`).
 //! - `off`: no policy; cross-node moves whenever a CPU would otherwise
 //!   idle (the behaviour of `--steal-cross-node` before this module).
+//! - In both policy modes, an overloaded node (more runnable tasks than
+//!   CPUs at the last sample) is balanced without the allowance, as the
+//!   kernel balances an overloaded busiest group without
+//!   adjust_numa_imbalance(): a waking task that finds no idle CPU on its
+//!   node goes to a node that is not overloaded, and idle CPUs of such
+//!   nodes steal from it between passes (`overloaded`, `push_across`;
+//!   rule 7 in numa.bpf.c). A synchronous wakee follows its waker's node
+//!   only while both have few partners (`few_partners`, the kernel's
+//!   wake_wide() counter with the LLC's CPUs as the bound).
 //!
 //! Measured (lab, QEMU TCG on 2 host cores, EEVDF in the same boots;
 //! `bin/lab bench --machine haswell2s --bench numa-pair,numa-spread
@@ -170,6 +179,42 @@ pub fn new_task_stays(
     mode == NumaBalance::Off
         || adjust(mode, parent as i64 - least as i64, parent, parent_cpus, parent + 1, parent_imb_nr)
             <= 0
+}
+
+// mirror of the BPF rule, used by the tests
+#[cfg_attr(not(test), allow(dead_code))]
+/// Rule 7: a node is overloaded when its runnable tasks at the last sample,
+/// plus `extra` about to come, exceed its CPUs (numa_node_overloaded()).
+pub fn overloaded(runnable: u32, cpus: u32, extra: u32) -> bool {
+    runnable + extra > cpus
+}
+
+// mirror of the BPF rule, used by the tests
+#[cfg_attr(not(test), allow(dead_code))]
+/// May a waking task whose node has no idle CPU for it go to the least
+/// loaded other node (numa_push_across())? Loads in tasks; `dst_runnable`
+/// is that node's last sample; `may_cross`: rule 4 (no node change within
+/// the interval).
+pub fn push_across(
+    mode: NumaBalance,
+    src: u32,
+    src_cpus: u32,
+    dst: u32,
+    dst_imb_nr: u32,
+    dst_runnable: u32,
+    dst_cpus: u32,
+    may_cross: bool,
+) -> bool {
+    (may_cross && moves(mode, src + 1, src_cpus, dst, dst_imb_nr) > 0)
+        || !overloaded(dst_runnable, dst_cpus, 1)
+}
+
+// mirror of the BPF rule, used by the tests
+#[cfg_attr(not(test), allow(dead_code))]
+/// Rule 2b's partner test (numa_few_partners()): both the waker and the
+/// wakee changed wakee fewer times (decayed) than the waker's LLC has CPUs.
+pub fn few_partners(waker_flips: u32, wakee_flips: u32, llc_cpus: u32) -> bool {
+    waker_flips < llc_cpus && wakee_flips < llc_cpus
 }
 
 /// Per node: (possible CPUs, distinct LLCs), by dense node index.
@@ -315,5 +360,31 @@ mod tests {
         assert_eq!(NumaBalance::Upstream.bpf_mode(), 1);
         assert_eq!(NumaBalance::SeedV2.bpf_mode(), 2);
         assert_eq!(NUMA_IMBALANCE_MIN, 2);
+    }
+
+    #[test]
+    fn overloaded_node_is_helped_whatever_the_allowance() {
+        let m = NumaBalance::Upstream;
+        // 4-CPU nodes: src 3 tasks + the waking one, dst 3: within the
+        // allowance (imbalance 1), but dst has room at its last sample
+        assert_eq!(moves(m, 4, 4, 3, 1), 0);
+        assert!(push_across(m, 3, 4, 3, 1, 3, 4, true));
+        // ... and rule 4 does not hold the task back then
+        assert!(push_across(m, 3, 4, 3, 1, 3, 4, false));
+        // dst full too: the allowance decides, and rule 4 applies
+        assert!(!push_across(m, 3, 4, 3, 1, 4, 4, true));
+        assert!(push_across(m, 7, 4, 1, 1, 4, 4, true));
+        assert!(!push_across(m, 7, 4, 1, 1, 4, 4, false));
+        assert!(overloaded(4, 4, 1) && !overloaded(3, 4, 1) && !overloaded(4, 4, 0));
+    }
+
+    #[test]
+    fn only_few_partners_follow() {
+        // a pair: each always wakes the other
+        assert!(few_partners(0, 0, 4));
+        assert!(few_partners(3, 1, 4));
+        // a hackbench sender switches receiver at every write
+        assert!(!few_partners(1500, 2, 4));
+        assert!(!few_partners(2, 4, 4));
     }
 }

@@ -36,7 +36,9 @@
 //!   claims whose slot CAS won but whose built-in idle bit was already
 //!   clear. Both stay 0 with the built-in masks.
 //! - xnode_*: cross-node moves by cause (push_wake, push_fork, exec,
-//!   steal_balance, steal_offline, wake_follow, active); numa_passes /
+//!   steal_balance, steal_offline, wake_follow, active, steal_overload);
+//!   numa_overload: wake-up pushes allowed past the allowance because the
+//!   task's node was overloaded (numa.bpf.c rule 7); numa_passes /
 //!   numa_budget:
 //!   cross-node balance passes and the tasks they allowed to move;
 //!   numa_push_kept, numa_new_local, numa_task_recent,
@@ -179,6 +181,8 @@ pub struct Metrics {
     pub xnode_wake_follow: u64,
     #[stat(desc = "cross-node move: active balance sent a preempted task to an idle node")]
     pub xnode_active: u64,
+    #[stat(desc = "cross-node move: steal from an overloaded node (NUMA rule 7)")]
+    pub xnode_steal_overload: u64,
     #[stat(desc = "cross-node balance passes run")]
     pub numa_passes: u64,
     #[stat(desc = "tasks the balance passes allowed to move")]
@@ -195,6 +199,8 @@ pub struct Metrics {
     pub numa_settled_kept: u64,
     #[stat(desc = "active balance: busy CPUs preempted for an idle node")]
     pub numa_active_kicks: u64,
+    #[stat(desc = "push across allowed past the allowance: its node was overloaded (rule 7)")]
+    pub numa_overload: u64,
     #[stat(desc = "cross-node move: a waking task went back to an idle CPU of its home node")]
     pub xnode_home: u64,
     #[stat(desc = "push, follow or steal away from the task's home node refused")]
@@ -319,6 +325,7 @@ impl Metrics {
             xnode_steal_offline: g(intf::locality_stat_STAT_XNODE_STEAL_OFFLINE),
             xnode_wake_follow: g(intf::locality_stat_STAT_XNODE_WAKE_FOLLOW),
             xnode_active: g(intf::locality_stat_STAT_XNODE_ACTIVE),
+            xnode_steal_overload: g(intf::locality_stat_STAT_XNODE_STEAL_OVERLOAD),
             numa_passes: g(intf::locality_stat_STAT_NUMA_PASSES),
             numa_budget: g(intf::locality_stat_STAT_NUMA_BUDGET),
             numa_push_kept: g(intf::locality_stat_STAT_NUMA_PUSH_KEPT),
@@ -327,6 +334,7 @@ impl Metrics {
             numa_follow_refused: g(intf::locality_stat_STAT_NUMA_FOLLOW_REFUSED),
             numa_settled_kept: g(intf::locality_stat_STAT_NUMA_SETTLED_KEPT),
             numa_active_kicks: g(intf::locality_stat_STAT_NUMA_ACTIVE_KICK),
+            numa_overload: g(intf::locality_stat_STAT_NUMA_OVERLOAD),
             xnode_home: g(intf::locality_stat_STAT_XNODE_HOME),
             home_kept: g(intf::locality_stat_STAT_HOME_KEPT),
             home_active: g(intf::locality_stat_STAT_HOME_ACTIVE),
@@ -433,6 +441,7 @@ impl Metrics {
             xnode_steal_offline: d(self.xnode_steal_offline, prev.xnode_steal_offline),
             xnode_wake_follow: d(self.xnode_wake_follow, prev.xnode_wake_follow),
             xnode_active: d(self.xnode_active, prev.xnode_active),
+            xnode_steal_overload: d(self.xnode_steal_overload, prev.xnode_steal_overload),
             numa_passes: d(self.numa_passes, prev.numa_passes),
             numa_budget: d(self.numa_budget, prev.numa_budget),
             numa_push_kept: d(self.numa_push_kept, prev.numa_push_kept),
@@ -441,6 +450,7 @@ impl Metrics {
             numa_follow_refused: d(self.numa_follow_refused, prev.numa_follow_refused),
             numa_settled_kept: d(self.numa_settled_kept, prev.numa_settled_kept),
             numa_active_kicks: d(self.numa_active_kicks, prev.numa_active_kicks),
+            numa_overload: d(self.numa_overload, prev.numa_overload),
             xnode_home: d(self.xnode_home, prev.xnode_home),
             home_kept: d(self.home_kept, prev.home_kept),
             home_active: d(self.home_active, prev.home_active),
@@ -533,6 +543,7 @@ impl Metrics {
             xnode_steal_offline: self.xnode_steal_offline + other.xnode_steal_offline,
             xnode_wake_follow: self.xnode_wake_follow + other.xnode_wake_follow,
             xnode_active: self.xnode_active + other.xnode_active,
+            xnode_steal_overload: self.xnode_steal_overload + other.xnode_steal_overload,
             numa_passes: self.numa_passes + other.numa_passes,
             numa_budget: self.numa_budget + other.numa_budget,
             numa_push_kept: self.numa_push_kept + other.numa_push_kept,
@@ -541,6 +552,7 @@ impl Metrics {
             numa_follow_refused: self.numa_follow_refused + other.numa_follow_refused,
             numa_settled_kept: self.numa_settled_kept + other.numa_settled_kept,
             numa_active_kicks: self.numa_active_kicks + other.numa_active_kicks,
+            numa_overload: self.numa_overload + other.numa_overload,
             xnode_home: self.xnode_home + other.xnode_home,
             home_kept: self.home_kept + other.home_kept,
             home_active: self.home_active + other.home_active,
@@ -675,8 +687,9 @@ impl Metrics {
         writeln!(
             w,
             "  numa   xnode push_wake={} push_fork={} exec={} steal_balance={} steal_offline={} \
-             wake_follow={} active={}  passes={} budget={} push_kept={} new_local={} task_recent={} \
-             follow_refused={} settled_kept={} active_kicks={}  home xnode={} kept={} active={} swaps={}",
+             wake_follow={} active={} steal_overload={}  passes={} budget={} push_kept={} \
+             new_local={} task_recent={} follow_refused={} settled_kept={} active_kicks={} \
+             overload={}  home xnode={} kept={} active={} swaps={}",
             self.xnode_push_wake,
             self.xnode_push_fork,
             self.xnode_exec,
@@ -684,6 +697,7 @@ impl Metrics {
             self.xnode_steal_offline,
             self.xnode_wake_follow,
             self.xnode_active,
+            self.xnode_steal_overload,
             self.numa_passes,
             self.numa_budget,
             self.numa_push_kept,
@@ -692,6 +706,7 @@ impl Metrics {
             self.numa_follow_refused,
             self.numa_settled_kept,
             self.numa_active_kicks,
+            self.numa_overload,
             self.xnode_home,
             self.home_kept,
             self.home_active,

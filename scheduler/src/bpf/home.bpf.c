@@ -86,7 +86,7 @@ static s32 home_wake_pick(struct task_struct *p, s32 prev_cpu)
 	cpu = numa_idle_in_node(p, h);
 	if (cpu < 0)
 		return -1;
-	numa_task_crossed(tctx, bpf_ktime_get_ns());
+	numa_task_crossed(tctx, scx_bpf_now());
 	stat_inc(STAT_XNODE_HOME);
 	return cpu;
 }

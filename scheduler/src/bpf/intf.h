@@ -118,6 +118,7 @@ enum locality_stat {
 	STAT_XNODE_STEAL_OFFLINE, /* drained an offline CPU of another node */
 	STAT_XNODE_WAKE_FOLLOW,	/* a synchronous wakee followed its waker's node */
 	STAT_XNODE_ACTIVE,	/* active balance: a preempted task sent to an idle node */
+	STAT_XNODE_STEAL_OVERLOAD, /* remote steal from an overloaded node (rule 7) */
 	/* NUMA policy decisions */
 	STAT_NUMA_PASSES,	/* cross-node balance passes run */
 	STAT_NUMA_BUDGET,	/* tasks the passes allowed to move (sum of budgets) */
@@ -127,6 +128,7 @@ enum locality_stat {
 	STAT_NUMA_FOLLOW_REFUSED, /* wakee kept off its waker's node: beyond the allowance */
 	STAT_NUMA_SETTLED_KEPT,	/* cross-node steal passed over a task settled on its node */
 	STAT_NUMA_ACTIVE_KICK,	/* active balance: a busy CPU preempted for an idle node */
+	STAT_NUMA_OVERLOAD,	/* push across allowed past the allowance: node overloaded (rule 7) */
 	/* home nodes (home.bpf.c) */
 	STAT_XNODE_HOME,	/* a waking task went back to an idle CPU of its home node */
 	STAT_HOME_KEPT,		/* a push, follow or steal away from home refused */

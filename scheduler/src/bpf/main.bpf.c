@@ -112,6 +112,7 @@ const volatile bool no_idle_core;
 const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up preemption */
 const volatile bool steal_cross_node;
 const volatile bool push_cross_node = true;
+const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */
 
 const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */
 const volatile u16 cpu_node[MAX_CPUS];	/* dense node index of each CPU */
@@ -202,6 +203,9 @@ struct task_ctx {
 	s32 rt_node;		/* node of its last run, -1 never */
 	s32 home;		/* its process's home node, -1 none (home.bpf.c) */
 	u64 home_gen;		/* ... as of this home_gen */
+	u32 last_wakee;		/* pid of the last task it woke (numa.bpf.c 2b) */
+	u32 wakee_flips;	/* ... how often that changed, halved each second */
+	u64 flips_decay_at;	/* ... last halving */
 };
 
 struct {
@@ -434,6 +438,8 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	}
 	if (cpu < 0 && !is_fork)
 		cpu = home_wake_pick(p, prev_cpu);
+	if (!is_fork)
+		numa_record_wakee(p);
 	if (cpu < 0 && !is_fork && (wake_flags & SCX_WAKE_SYNC))
 		cpu = push_follow_waker(p, prev_cpu, bpf_get_smp_processor_id());
 	if (cpu < 0 && !is_fork)
@@ -954,7 +960,8 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 	if (node_sum)
 		stat_add(STAT_IWQ_NODE_NS, node_sum * dt);
 	stat_inc(STAT_IWQ_SAMPLES);
-	numa_load_end(now);
+	/* the policy's clock is the one of the hot paths (see numa.bpf.c) */
+	numa_load_end(scx_bpf_now());
 
 	/*
 	 * Duty cap: the callback runs in softirq context on one CPU and the

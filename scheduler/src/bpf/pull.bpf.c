@@ -11,8 +11,9 @@
  *   4. DSQs of offline CPUs, at any distance (never strand a task)
  *   5. CPUs of other nodes, only if numa_may_steal_across() (numa.bpf.c)
  *      allows it: with --numa-balance=off on every dispatch (as
- *      --steal-cross-node did), else only within the budget a cross-node
- *      balance pass opened for this node, from the node it named
+ *      --steal-cross-node did), else within the budget a cross-node
+ *      balance pass opened for this node, from the node it named, or
+ *      from a node that is overloaded now while this one is not (rule 7)
  *
  * The victim's lowest-vtime task that may run here (p->cpus_ptr) and is not
  * running is moved to this CPU's local DSQ. A CPU whose previous task is
@@ -50,6 +51,7 @@
 #define STEAL_CROSS	1	/* victim on another node: NUMA policy per task */
 #define STEAL_GATE	2	/* victim in another LLC: cache gate "out" */
 #define STEAL_AGGR	4	/* only tasks preferring our LLC, gate "into" */
+#define STEAL_OVERLOAD	16	/* STEAL_CROSS from an overloaded node: no rule 4 */
 
 /*
  * Move one task from @victim's DSQ to @cpu's local DSQ. Not inlined: it is
@@ -60,7 +62,7 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 	struct task_struct *p;
 	struct task_ctx *tctx = NULL;
 	bool cross = flags & STEAL_CROSS;
-	u64 now = cross ? bpf_ktime_get_ns() : 0;
+	u64 now = cross ? scx_bpf_now() : 0;
 	u32 seen = 0, src = cpu_llc[victim & CPU_MASK], dst = cpu_llc[cpu & CPU_MASK];
 
 	u64 dsq = flags & STEAL_PINNED ? pinned_dsq(victim) : (u64)victim;
@@ -89,9 +91,11 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 			}
 		}
 		if (cross) {
-			/* NUMA policy: at most one node change per interval */
+			/* NUMA policy: at most one node change per interval,
+			 * unless the victim's node is overloaded (rule 7) */
 			tctx = task_ctx(p);
-			if (!numa_task_may_cross(tctx, now)) {
+			if (!(flags & STEAL_OVERLOAD) &&
+			    !numa_task_may_cross(tctx, now)) {
 				stat_inc(STAT_NUMA_TASK_RECENT);
 				continue;
 			}
@@ -214,14 +218,18 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 	bpf_for(i, 0, nr_cpus) {
 		u32 v = ((rot + i) % nr_cpus) & CPU_MASK;
 
+		u32 why;
+
 		if (cpu_node[v] == cpu_node[c])
 			continue;
-		if (!numa_may_steal_across(cpu, v))
+		why = numa_may_steal_across(cpu, v);
+		if (why == NUMA_STEAL_NO)
 			continue;
 		if (try_victim(cpu, v, min_queued,
-			       STEAL_CROSS | (cache_aware ? STEAL_GATE : 0))) {
+			       STEAL_CROSS | (cache_aware ? STEAL_GATE : 0) |
+			       (why == NUMA_STEAL_OVERLOAD ? STEAL_OVERLOAD : 0))) {
 			stat_inc(STAT_STEAL_REMOTE);
-			numa_stole_across(cpu);
+			numa_stole_across(cpu, why);
 			return true;
 		}
 	}
@@ -324,7 +332,11 @@ static void pull_kick_stealer(struct task_struct *p, s32 victim)
 	/* in its preferred, not overloaded LLC: only that LLC pulls it */
 	if (cache_keep(p, cpu_llc[v]))
 		return;
-	kick_idle_in(p, node_cpumask(cpu_node[v]));
+	if (kick_idle_in(p, node_cpumask(cpu_node[v])))
+		return;
+	/* NUMA rule 7: an overloaded node may be helped from another one */
+	if (numa_mode != NUMA_OFF && numa_node_overloaded(cpu_node[v], 0))
+		kick_idle_in(p, online_cpumask());
 }
 
 /* @victim went offline with tasks queued: wake anyone nearby to drain it. */
