@@ -205,8 +205,8 @@ pub fn push_across(
     dst_cpus: u32,
     may_cross: bool,
 ) -> bool {
-    (may_cross && moves(mode, src + 1, src_cpus, dst, dst_imb_nr) > 0)
-        || !overloaded(dst_runnable, dst_cpus, 1)
+    may_cross
+        && (moves(mode, src + 1, src_cpus, dst, dst_imb_nr) > 0 || !overloaded(dst_runnable, dst_cpus, 1))
 }
 
 // mirror of the BPF rule, used by the tests
@@ -369,8 +369,8 @@ mod tests {
         // allowance (imbalance 1), but dst has room at its last sample
         assert_eq!(moves(m, 4, 4, 3, 1), 0);
         assert!(push_across(m, 3, 4, 3, 1, 3, 4, true));
-        // ... and rule 4 does not hold the task back then
-        assert!(push_across(m, 3, 4, 3, 1, 3, 4, false));
+        // ... but rule 4 still holds a task that changed node recently
+        assert!(!push_across(m, 3, 4, 3, 1, 3, 4, false));
         // dst full too: the allowance decides, and rule 4 applies
         assert!(!push_across(m, 3, 4, 3, 1, 4, 4, true));
         assert!(push_across(m, 7, 4, 1, 1, 4, 4, true));

@@ -51,7 +51,6 @@
 #define STEAL_CROSS	1	/* victim on another node: NUMA policy per task */
 #define STEAL_GATE	2	/* victim in another LLC: cache gate "out" */
 #define STEAL_AGGR	4	/* only tasks preferring our LLC, gate "into" */
-#define STEAL_OVERLOAD	16	/* STEAL_CROSS from an overloaded node: no rule 4 */
 
 /*
  * Move one task from @victim's DSQ to @cpu's local DSQ. Not inlined: it is
@@ -91,11 +90,9 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 			}
 		}
 		if (cross) {
-			/* NUMA policy: at most one node change per interval,
-			 * unless the victim's node is overloaded (rule 7) */
+			/* NUMA policy: at most one node change per interval */
 			tctx = task_ctx(p);
-			if (!(flags & STEAL_OVERLOAD) &&
-			    !numa_task_may_cross(tctx, now)) {
+			if (!numa_task_may_cross(tctx, now)) {
 				stat_inc(STAT_NUMA_TASK_RECENT);
 				continue;
 			}
@@ -226,8 +223,7 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 		if (why == NUMA_STEAL_NO)
 			continue;
 		if (try_victim(cpu, v, min_queued,
-			       STEAL_CROSS | (cache_aware ? STEAL_GATE : 0) |
-			       (why == NUMA_STEAL_OVERLOAD ? STEAL_OVERLOAD : 0))) {
+			       STEAL_CROSS | (cache_aware ? STEAL_GATE : 0))) {
 			stat_inc(STAT_STEAL_REMOTE);
 			numa_stole_across(cpu, why);
 			return true;
