@@ -162,3 +162,20 @@ def test_parse_ctl_stuck_scheduler(tmp_path):
                   tmp_path, r, steps)
     assert r.steps[0].sched_stuck and r.steps[0].cmd_exit == 0
     assert r.exit_code() == run.EXIT_SCHED
+
+
+def test_tcg_text_patch_oops(tmp_path):
+    """An int3 Oops in kernel text is the emulator's (one more boot); one in a BPF program is the scheduler's."""
+    d = tmp_path / "r"
+    d.mkdir()
+    head = "[   35.08] Oops: int3: 0000 [#1] SMP NOPTI\n[   35.08] CPU: 0 UID: 0 PID: 0 Comm: swapper/0\n" \
+           "[   35.08] Hardware name: QEMU Standard PC\n"
+    (d / "console.log").write_text(head + "[   35.08] RIP: 0010:sched_balance_update_blocked_averages+0x45/0x90\n")
+    assert run.tcg_text_patch_oops(d)
+    (d / "console.log").write_text(head + "[   35.08] RIP: 0010:bpf_prog_3f2a_locality_enqueue+0x1c/0x80\n")
+    assert not run.tcg_text_patch_oops(d)
+    (d / "console.log").write_text("[   35.08] Oops: general protection fault [#1]\n"
+                                   "[   35.08] RIP: 0010:sched_tick+0x10/0x90\n")
+    assert not run.tcg_text_patch_oops(d)
+    (d / "console.log").write_text("[   35.08] Run /init as init process\n")
+    assert not run.tcg_text_patch_oops(d)
