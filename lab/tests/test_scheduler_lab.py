@@ -32,7 +32,8 @@ def test_soak_fast_numa2():
 
 def test_steal_switch_on_haswell2s():
     """With stealing the pull side moves work (SMT sibling or LLC first; across nodes only within the budget
-    the NUMA balance pass granted); with --no-steal it moves none. Both detach cleanly after hackbench."""
+    the NUMA balance pass granted, or from a node that is overloaded: rule 7); with --no-steal it moves none.
+    Both detach cleanly after hackbench."""
     m = machines.load("haswell2s")
     steps = [run.Step(run.parse_sched("scx_locality"), "hackbench -p -g 2 -l 300"),
              run.Step(run.parse_sched("scx_locality:--no-steal"), "hackbench -p -g 2 -l 300")]
@@ -40,7 +41,8 @@ def test_steal_switch_on_haswell2s():
     assert res.exit_code() == run.EXIT_OK, res
     on, off = (final_stats(s.sched_log) for s in res.steps)
     assert on["steal_smt"] + on["steal_llc"] > 0
-    assert on["steal_remote"] <= on["numa_budget"]
+    assert on["steal_remote"] == on["xnode_steal_balance"] + on["xnode_steal_overload"]
+    assert on["xnode_steal_balance"] <= on["numa_budget"]
     assert off["steal_smt"] + off["steal_llc"] + off["steal_node"] + off["steal_remote"] == 0
     for st in res.steps:
         assert st.sched_exit_kind == "unregistered from user space"
