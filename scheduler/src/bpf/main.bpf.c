@@ -418,7 +418,7 @@ static void kick_cpu(s32 cpu, u64 flags)
 s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
-	struct task_ctx *tctx = task_ctx(p);
+	struct task_ctx *tctx = task_ctx(p), *waker = NULL;
 	bool is_fork = wake_flags & SCX_WAKE_FORK;
 	s32 cpu = -1;
 
@@ -439,9 +439,10 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	if (cpu < 0 && !is_fork)
 		cpu = home_wake_pick(p, prev_cpu);
 	if (!is_fork)
-		numa_record_wakee(p);
+		waker = numa_record_wakee(p);
 	if (cpu < 0 && !is_fork && (wake_flags & SCX_WAKE_SYNC))
-		cpu = push_follow_waker(p, prev_cpu, bpf_get_smp_processor_id());
+		cpu = push_follow_waker(p, tctx, waker, prev_cpu,
+					bpf_get_smp_processor_id());
 	if (cpu < 0 && !is_fork)
 		cpu = cache_wake_pick(p, prev_cpu);
 	if (cpu < 0)

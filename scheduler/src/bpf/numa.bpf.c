@@ -540,16 +540,17 @@ static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
  * both its waker's count and its own are below the CPUs of the waker's
  * LLC, i.e. both have few partners.
  */
-static __always_inline void numa_record_wakee(struct task_struct *p)
+/* the waker (current) woke @p: count it; returns the waker's context for rule 2b */
+static __always_inline struct task_ctx *numa_record_wakee(struct task_struct *p)
 {
 	struct task_ctx *w;
 	u64 now;
 
 	if (!wake_follow || numa_mode == NUMA_OFF || nr_nodes < 2)
-		return;
+		return NULL;
 	w = task_ctx(bpf_get_current_task_btf());
 	if (!w)
-		return;
+		return NULL;
 	now = scx_bpf_now();
 	if (time_delta(now, w->flips_decay_at) > 1000000000ULL) {
 		w->wakee_flips >>= 1;
@@ -559,19 +560,21 @@ static __always_inline void numa_record_wakee(struct task_struct *p)
 		w->last_wakee = p->pid;
 		w->wakee_flips++;
 	}
+	return w;
 }
 
-static __always_inline bool numa_few_partners(struct task_struct *p, s32 waker_cpu)
+/* @t: the wakee's context, @w: the waker's (either may be NULL) */
+static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ctx *w,
+					      s32 waker_cpu)
 {
-	struct task_ctx *w = task_ctx(bpf_get_current_task_btf());
-	struct task_ctx *t = task_ctx(p);
 	u32 l = cpu_llc[waker_cpu & CPU_MASK] & LLC_MASK;
 	u32 factor = llc_off[l + 1] - llc_off[l];
 
 	return (!w || w->wakee_flips < factor) && (!t || t->wakee_flips < factor);
 }
 
-static bool numa_wake_follow(struct task_struct *p, s32 prev_cpu, s32 waker_cpu)
+static bool numa_wake_follow(struct task_struct *p, struct task_ctx *tctx,
+			     struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
 {
 	u32 wn, pn;
 
@@ -580,11 +583,11 @@ static bool numa_wake_follow(struct task_struct *p, s32 prev_cpu, s32 waker_cpu)
 		return false;
 	wn = cpu_node[waker_cpu & CPU_MASK];
 	pn = cpu_node[prev_cpu & CPU_MASK];
-	if (wn == pn || !numa_task_may_cross(task_ctx(p), scx_bpf_now()) ||
-	    !home_may_leave(p, task_ctx(p), pn))
+	if (wn == pn || !numa_task_may_cross(tctx, scx_bpf_now()) ||
+	    !home_may_leave(p, tctx, pn))
 		return false;
 	if (numa_moves(wn, pn, 1) || numa_node_overloaded(wn, 1) ||
-	    !numa_few_partners(p, waker_cpu)) {
+	    !numa_few_partners(tctx, waker, waker_cpu)) {
 		stat_inc(STAT_NUMA_FOLLOW_REFUSED);
 		return false;
 	}
@@ -592,9 +595,9 @@ static bool numa_wake_follow(struct task_struct *p, s32 prev_cpu, s32 waker_cpu)
 }
 
 /* @p followed its waker to another node (the push found it a CPU there) */
-static __always_inline void numa_followed(struct task_struct *p)
+static __always_inline void numa_followed(struct task_ctx *tctx)
 {
-	numa_task_crossed(task_ctx(p), scx_bpf_now());
+	numa_task_crossed(tctx, scx_bpf_now());
 	stat_inc(STAT_XNODE_WAKE_FOLLOW);
 }
 

@@ -90,18 +90,19 @@
  * synchronously from another node, or -1. The waker's own CPU is not
  * taken even if it is about to sleep: its idle bit is clear while it runs.
  */
-static s32 push_follow_waker(struct task_struct *p, s32 prev_cpu, s32 waker_cpu)
+static s32 push_follow_waker(struct task_struct *p, struct task_ctx *tctx,
+			     struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
 {
 	s32 cpu;
 
-	if (!numa_wake_follow(p, prev_cpu, waker_cpu))
+	if (!numa_wake_follow(p, tctx, waker, prev_cpu, waker_cpu))
 		return -1;
 	cpu = idle_pick_llc(p, cpu_llc[waker_cpu & CPU_MASK], false);
 	if (cpu < 0)
 		cpu = idle_pick_node(p, cpu_node[waker_cpu & CPU_MASK],
 				     cpu_llc[waker_cpu & CPU_MASK]);
 	if (cpu >= 0)
-		numa_followed(p);
+		numa_followed(tctx);
 	return cpu;
 }
 
