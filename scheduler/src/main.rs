@@ -174,6 +174,12 @@ struct Opts {
     #[arg(long)]
     no_wake_follow: bool,
 
+    /// A task woken synchronously by a task in another LLC of its node is
+    /// not moved to an idle CPU of the waker's LLC (push.bpf.c step 0b,
+    /// the kernel's wake_affine(); A/B switch).
+    #[arg(long)]
+    no_wake_affine: bool,
+
     /// Cache-aware scheduling (off by default): each multi-threaded process
     /// gets a preferred LLC; idle CPUs pull its tasks there and
     /// steals/wakeups do not take them out of it while it is not
@@ -545,6 +551,7 @@ impl<'a> Scheduler<'a> {
         r.steal_cross_node = mode == NumaBalance::Off;
         r.push_cross_node = !opts.no_push_cross_node;
         r.wake_follow = !opts.no_wake_follow;
+        r.wake_affine = !opts.no_wake_affine;
         r.numa_mode = mode.bpf_mode();
         r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
         r.home_enabled = opts.home_node();
@@ -602,7 +609,7 @@ impl<'a> Scheduler<'a> {
 
         println!(
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, sparse_idle={}, wake_gran={}us, \
-             steal_cross_node={}, push_cross_node={}, wake_follow={}, numa_balance={}, numa_interval={}ms, \
+             steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, numa_balance={}, numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
              memory={}, memory_budget={}MB/s, home_node={}, slice={}us, topology={})",
             topo.possible_cpus().len(),
@@ -615,6 +622,7 @@ impl<'a> Scheduler<'a> {
             on_off(opts.numa_mode() == NumaBalance::Off),
             on_off(!opts.no_push_cross_node),
             on_off(!opts.no_wake_follow),
+            on_off(!opts.no_wake_affine),
             opts.numa_mode().name(),
             opts.numa_interval_ms,
             allowances,

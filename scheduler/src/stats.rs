@@ -46,8 +46,9 @@
 //!   refused.
 //! - node_load (decayed average of runnable tasks per node, at read time),
 //!   node_load_mean (mean over the period, from node_load_sum /
-//!   load_samples); llc_load and llc_util (decayed runnable tasks and
-//!   busy CPUs per LLC, at read time: what the cache-aware gates see).
+//!   load_samples); llc_load and llc_util (decayed runnable tasks, and
+//!   CPUs' worth of run time, per LLC, at read time: what the cache-aware
+//!   gates see).
 //! - max_wait_ms: the longest a queued task waited before it ran, since
 //!   load (a high-water mark; the stall watchdog only sees it cross its
 //!   timeout); max_wait_task says who: pid, the CPU it ran on, how many
@@ -121,6 +122,10 @@ pub struct Metrics {
     pub pick_other: u64,
     #[stat(desc = "select_cpu: nothing idle, stayed on prev")]
     pub pick_none: u64,
+    #[stat(desc = "select_cpu: sync wake-up, idle CPU in the waker's LLC (wake affine)")]
+    pub pick_affine: u64,
+    #[stat(desc = "select_cpu: wake affine not tried, waker and wakee serve many partners")]
+    pub affine_wide: u64,
     #[stat(desc = "dispatch: stolen from an SMT sibling")]
     pub steal_smt: u64,
     #[stat(desc = "dispatch: stolen within the LLC")]
@@ -295,6 +300,8 @@ impl Metrics {
             pick_node_cpu: g(intf::locality_stat_STAT_PICK_NODE_CPU),
             pick_other: g(intf::locality_stat_STAT_PICK_OTHER),
             pick_none: g(intf::locality_stat_STAT_PICK_NONE),
+            pick_affine: g(intf::locality_stat_STAT_PICK_AFFINE),
+            affine_wide: g(intf::locality_stat_STAT_AFFINE_WIDE),
             steal_smt: g(intf::locality_stat_STAT_STEAL_SMT),
             steal_llc: g(intf::locality_stat_STAT_STEAL_LLC),
             steal_node: g(intf::locality_stat_STAT_STEAL_NODE),
@@ -407,6 +414,8 @@ impl Metrics {
             pick_node_cpu: d(self.pick_node_cpu, prev.pick_node_cpu),
             pick_other: d(self.pick_other, prev.pick_other),
             pick_none: d(self.pick_none, prev.pick_none),
+            pick_affine: d(self.pick_affine, prev.pick_affine),
+            affine_wide: d(self.affine_wide, prev.affine_wide),
             steal_smt: d(self.steal_smt, prev.steal_smt),
             steal_llc: d(self.steal_llc, prev.steal_llc),
             steal_node: d(self.steal_node, prev.steal_node),
@@ -511,6 +520,8 @@ impl Metrics {
             pick_node_cpu: self.pick_node_cpu + other.pick_node_cpu,
             pick_other: self.pick_other + other.pick_other,
             pick_none: self.pick_none + other.pick_none,
+            pick_affine: self.pick_affine + other.pick_affine,
+            affine_wide: self.affine_wide + other.affine_wide,
             steal_smt: self.steal_smt + other.steal_smt,
             steal_llc: self.steal_llc + other.steal_llc,
             steal_node: self.steal_node + other.steal_node,
@@ -637,13 +648,16 @@ impl Metrics {
         writeln!(w, "[scx_locality] {what}")?;
         writeln!(
             w,
-            "  pick   prev_core={} llc_core={} llc_cpu={} node_cpu={} other={} none={}",
+            "  pick   prev_core={} llc_core={} llc_cpu={} node_cpu={} other={} none={} \
+             affine={} (wide {})",
             self.pick_prev_core,
             self.pick_llc_core,
             self.pick_llc_cpu,
             self.pick_node_cpu,
             self.pick_other,
-            self.pick_none
+            self.pick_none,
+            self.pick_affine,
+            self.affine_wide
         )?;
         writeln!(
             w,

@@ -46,7 +46,7 @@
  *   out of the preferred LLC: refused while that LLC is not overloaded;
  *   otherwise (neither LLC preferred): ordinary balancing decides.
  * Busy% of an LLC = its utilisation (llc_util, numa.bpf.c: the decayed
- * share of samples its CPUs were busy) in percent, as upstream compares
+ * share of time its CPUs ran tasks) in percent, as upstream compares
  * util; overloaded = more runnable tasks than CPUs (llc_load) and
  * utilisation above 100/117 of capacity (the kernel's definition).
  *

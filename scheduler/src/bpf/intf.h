@@ -80,6 +80,8 @@ enum locality_stat {
 	STAT_PICK_NODE_CPU,	/* an idle CPU in prev's node */
 	STAT_PICK_OTHER,	/* an idle CPU anywhere else */
 	STAT_PICK_NONE,		/* nothing idle: stay on prev */
+	STAT_PICK_AFFINE,	/* sync wake-up: an idle CPU in the waker's LLC (same node) */
+	STAT_AFFINE_WIDE,	/* ... not tried: waker and wakee serve many partners */
 
 	/* pull side: where ops.dispatch found work when its own DSQ was empty */
 	STAT_STEAL_SMT,

@@ -113,6 +113,7 @@ const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up p
 const volatile bool steal_cross_node;
 const volatile bool push_cross_node = true;
 const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */
+const volatile bool wake_affine = true;	/* push.bpf.c step 0b */
 
 const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */
 const volatile u16 cpu_node[MAX_CPUS];	/* dense node index of each CPU */
@@ -203,7 +204,7 @@ struct task_ctx {
 	s32 rt_node;		/* node of its last run, -1 never */
 	s32 home;		/* its process's home node, -1 none (home.bpf.c) */
 	u64 home_gen;		/* ... as of this home_gen */
-	u32 last_wakee;		/* pid of the last task it woke (numa.bpf.c 2b) */
+	u32 last_wakee;		/* pid of the last task it woke (push_record_wakee) */
 	u32 wakee_flips;	/* ... how often that changed, halved each second */
 	u64 flips_decay_at;	/* ... last halving */
 };
@@ -439,12 +440,15 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	if (cpu < 0 && !is_fork)
 		cpu = home_wake_pick(p, prev_cpu);
 	if (!is_fork)
-		waker = numa_record_wakee(p);
+		waker = push_record_wakee(p);
 	if (cpu < 0 && !is_fork && (wake_flags & SCX_WAKE_SYNC))
 		cpu = push_follow_waker(p, tctx, waker, prev_cpu,
 					bpf_get_smp_processor_id());
 	if (cpu < 0 && !is_fork)
 		cpu = cache_wake_pick(p, prev_cpu);
+	if (cpu < 0 && !is_fork && (wake_flags & SCX_WAKE_SYNC))
+		cpu = push_wake_affine(p, tctx, waker, prev_cpu,
+				       bpf_get_smp_processor_id());
 	if (cpu < 0)
 		cpu = push_pick_cpu(p, prev_cpu, is_fork);
 	if (is_fork)
@@ -689,6 +693,7 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 		return;
 
 	tctx->started_at = scx_bpf_now();
+	numa_run_start(cpu, tctx->started_at);
 	if (tctx->queued_at) {
 		u64 wait = time_delta(tctx->started_at, tctx->queued_at);
 
@@ -872,7 +877,7 @@ void BPF_STRUCT_OPS(locality_cpu_offline, s32 cpu)
 static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 {
 	const struct cpumask *idle;
-	u64 llc_sum = 0, node_sum = 0, now, dt;
+	u64 llc_sum = 0, node_sum = 0, now, dt, snow, ugap;
 	u32 i;
 
 	/*
@@ -887,6 +892,10 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 	if (dt > 100 * iwq_period_ns)
 		dt = 100 * iwq_period_ns;
 	iwq_last_ns = now;
+	/* utilisation gap, on the clock ops.running/stopping stamp runs with */
+	snow = scx_bpf_now();
+	ugap = util_last_ns && time_after(snow, util_last_ns) ? snow - util_last_ns : 0;
+	util_last_ns = snow;
 
 	bpf_for(i, 0, nr_llcs) {
 		if (i >= MAX_LLCS)
@@ -915,7 +924,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		if (l >= MAX_LLCS || n >= MAX_NODES)
 			continue;
 		if (!cpu_is_online[c]) {
-			numa_load_cpu(c, l, n, 0, false);
+			numa_load_cpu(c, l, n, 0, false, snow, ugap);
 			continue;
 		}
 		is_idle = bpf_cpumask_test_cpu(i, idle);
@@ -934,7 +943,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 			stat_inc(STAT_RESCUE_KICK);
 		}
 		numa_load_cpu(c, l, n, (q > 0 ? q : 0) + (pq > 0 ? pq : 0) +
-			      (lq > 0 ? lq : 0) + !is_idle, !is_idle);
+			      (lq > 0 ? lq : 0) + !is_idle, !is_idle, snow, ugap);
 		if (is_idle) {
 			iwq_llc_idle[l]++;
 			iwq_node_idle[n]++;

@@ -149,11 +149,24 @@ const volatile u32 seed_imb_adj = 3;		/* seed v2: 100 / (125 - 100) - 1 */
 u32 cpu_load[MAX_CPUS];		/* EWMA of runnable tasks, 1 << LOAD_SHIFT each */
 u32 llc_load[MAX_LLCS];
 /*
- * Utilisation, the same average of 1 per sample the CPU was busy (so at
- * most 1 << LOAD_SHIFT per CPU): what cache.bpf.c's gates compare, as
- * upstream compares util, not the number of runnable tasks.
+ * Utilisation: the same decayed average of the share of each sampling gap
+ * the CPU spent running tasks (at most 1 << LOAD_SHIFT per CPU), from run
+ * time, not from the idle bit at the sample: what cache.bpf.c's gates
+ * compare, as upstream compares util, not the number of runnable tasks.
+ * Sampling the idle bit read far too high: spr-1n2llc, hackbench -T
+ * sockets 2 pairs in one LLC, llc_util 3.2-3.6 CPUs of 4 while the
+ * guest's /proc/stat put that LLC at 2.0 busy and our own run-time
+ * accounting at 2.2, so the gate called the LLC overloaded (load over 4
+ * and util over 85%) and dropped the process's preference several times a
+ * second. Run time per CPU: cpu_busy_ns (closed runs, ops.stopping) plus
+ * the open run since cpu_run_since (ops.running); cpu_busy_seen is what
+ * the last sample had taken.
  */
 u32 cpu_util[MAX_CPUS];
+u64 cpu_busy_ns[MAX_CPUS];
+u64 cpu_run_since[MAX_CPUS];	/* start of the run in progress, 0 none */
+u64 cpu_busy_seen[MAX_CPUS];
+u64 util_last_ns;		/* scx_bpf_now() of the last utilisation sample */
 u32 llc_util[MAX_LLCS];
 u32 llc_util_acc[MAX_LLCS];
 u32 node_load[MAX_NODES];
@@ -295,6 +308,13 @@ static __always_inline s32 numa_idle_in_node(struct task_struct *p, u32 n)
 	return scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
 }
 
+/* ops.running: a run starts on @cpu at @now (for utilisation) */
+static __always_inline void numa_run_start(s32 cpu, u64 now)
+{
+	if (cpu_valid(cpu))
+		cpu_run_since[cpu & CPU_MASK] = now;
+}
+
 /* ops.stopping: @used ns run on @cpu; restart the count on a new node */
 static __always_inline void numa_account(struct task_ctx *tctx, s32 cpu, u64 used)
 {
@@ -302,6 +322,8 @@ static __always_inline void numa_account(struct task_ctx *tctx, s32 cpu, u64 use
 
 	if (!cpu_valid(cpu))
 		return;
+	cpu_run_since[cpu & CPU_MASK] = 0;
+	cpu_busy_ns[cpu & CPU_MASK] += used;
 	n = cpu_node[cpu & CPU_MASK];
 	if (tctx->rt_node != n) {
 		tctx->rt_node = n;
@@ -536,33 +558,11 @@ static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
  * gap measured then was mostly the clock, see above, so this test's own
  * effect on speed is not measured). Each waker
  * counts the changes of its wakee (wakee_flips, halved every second, the
- * counter the kernel keeps for wake_wide()); a wakee follows only while
+ * counter the kernel keeps for wake_wide(); push_record_wakee() in
+ * push.bpf.c keeps it); a wakee follows only while
  * both its waker's count and its own are below the CPUs of the waker's
  * LLC, i.e. both have few partners.
  */
-/* the waker (current) woke @p: count it; returns the waker's context for rule 2b */
-static __always_inline struct task_ctx *numa_record_wakee(struct task_struct *p)
-{
-	struct task_ctx *w;
-	u64 now;
-
-	if (!wake_follow || numa_mode == NUMA_OFF || nr_nodes < 2)
-		return NULL;
-	w = task_ctx(bpf_get_current_task_btf());
-	if (!w)
-		return NULL;
-	now = scx_bpf_now();
-	if (time_delta(now, w->flips_decay_at) > 1000000000ULL) {
-		w->wakee_flips >>= 1;
-		w->flips_decay_at = now;
-	}
-	if (w->last_wakee != (u32)p->pid) {
-		w->last_wakee = p->pid;
-		w->wakee_flips++;
-	}
-	return w;
-}
-
 /* @t: the wakee's context, @w: the waker's (either may be NULL) */
 static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ctx *w,
 					      s32 waker_cpu)
@@ -687,8 +687,36 @@ static __always_inline u32 load_step(u32 old, u32 target)
 	return old - ((old - target + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT);
 }
 
-/* one sample of CPU @c (LLC @l, node @n): @nr runnable tasks, @busy not idle */
-static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr, bool busy)
+/*
+ * Busy share of CPU @c since the last sample, @gap ns ago, in 1 <<
+ * LOAD_SHIFT units; @busy (not idle now) stands in when there is no gap
+ * yet. The run counters are written by @c itself; a sample racing a
+ * run's end may count a little twice, and the share is capped at 1.
+ */
+static __always_inline u32 numa_busy_share(u32 c, u64 now, u64 gap, bool busy)
+{
+	u64 total = cpu_busy_ns[c & CPU_MASK], since = cpu_run_since[c & CPU_MASK];
+	u64 seen = cpu_busy_seen[c & CPU_MASK], d;
+
+	if (since && time_after(now, since))
+		total += now - since;
+	if (total <= seen)
+		return 0;
+	cpu_busy_seen[c & CPU_MASK] = total;
+	if (!gap)
+		return busy ? 1 << LOAD_SHIFT : 0;
+	d = total - seen;
+	if (d >= gap)
+		return 1 << LOAD_SHIFT;
+	return (d << LOAD_SHIFT) / gap;
+}
+
+/*
+ * One sample of CPU @c (LLC @l, node @n): @nr runnable tasks, @busy not
+ * idle now, @now and @gap as numa_busy_share()'s.
+ */
+static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr, bool busy,
+					  u64 now, u64 gap)
 {
 	u32 v, u;
 
@@ -696,7 +724,7 @@ static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr, bool busy
 		nr = 4096;
 	v = load_step(cpu_load[c & CPU_MASK], nr << LOAD_SHIFT);
 	cpu_load[c & CPU_MASK] = v;
-	u = load_step(cpu_util[c & CPU_MASK], busy ? 1 << LOAD_SHIFT : 0);
+	u = load_step(cpu_util[c & CPU_MASK], numa_busy_share(c, now, gap, busy));
 	cpu_util[c & CPU_MASK] = u;
 	llc_util_acc[l & LLC_MASK] += u;
 	llc_load_acc[l & LLC_MASK] += v;

@@ -8,6 +8,8 @@
  *   0. a synchronous wake-up by a task on another node: an idle CPU in the
  *      waker's LLC, else its node, if numa_wake_follow() (numa.bpf.c)
  *      allows it -- a communicating pair ends up on one node
+ *  0b. a synchronous wake-up by a task in prev's node but another LLC: an
+ *      idle core, else CPU, of the waker's LLC (push_wake_affine(), below)
  *   1. prev CPU, if its whole core is idle   (warm L1/L2, no SMT sharing)
  *   2. an idle core in prev's LLC            (warm LLC, no SMT sharing)
  *   3. an idle CPU in prev's LLC, prev first (warm LLC)
@@ -82,8 +84,116 @@
  * Knobs: no_idle_core skips steps 1 and 2 (A/B switch for the idle-core
  * preference); push_cross_node = 0 vetoes step 5 in every NUMA mode.
  * Stats: STAT_PICK_{PREV_CORE, LLC_CORE, LLC_CPU, NODE_CPU, OTHER, NONE},
- * STAT_DIRECT; step 0: STAT_XNODE_WAKE_FOLLOW, STAT_NUMA_FOLLOW_REFUSED.
+ * STAT_DIRECT; step 0: STAT_XNODE_WAKE_FOLLOW, STAT_NUMA_FOLLOW_REFUSED;
+ * step 0b: STAT_PICK_AFFINE, STAT_AFFINE_WIDE.
  */
+
+/*
+ * Who wakes whom. The waker (current) counts how often the task it wakes
+ * differs from the last one it woke (wakee_flips, halved every second; the
+ * kernel keeps the same counter for wake_wide()). A pair wakes one partner
+ * over and over and flips rarely; a task feeding many flips at every
+ * wake-up. Read by step 0 (numa_few_partners) and step 0b
+ * (push_wake_wide). Returns the waker's context, or NULL when neither step
+ * is on.
+ */
+static __always_inline struct task_ctx *push_record_wakee(struct task_struct *p)
+{
+	struct task_ctx *w;
+	u64 now;
+
+	if (!(wake_follow && numa_mode != NUMA_OFF && nr_nodes >= 2) &&
+	    !(wake_affine && nr_llcs > nr_nodes))
+		return NULL;
+	w = task_ctx(bpf_get_current_task_btf());
+	if (!w)
+		return NULL;
+	now = scx_bpf_now();
+	if (time_delta(now, w->flips_decay_at) > 1000000000ULL) {
+		w->wakee_flips >>= 1;
+		w->flips_decay_at = now;
+	}
+	if (w->last_wakee != (u32)p->pid) {
+		w->last_wakee = p->pid;
+		w->wakee_flips++;
+	}
+	return w;
+}
+
+/*
+ * The kernel's wake_wide() test on those counters: the wake-up is "wide"
+ * (one task feeding many that should spread, not gather round it) when the
+ * busier flipper flips at least @llc's CPU count times as often as the
+ * other, and the other at least that CPU count. Two tasks that both switch
+ * partners all the time (hackbench: every sender writes to every
+ * receiver) are not wide: they are one group and may share an LLC.
+ */
+static __always_inline bool push_wake_wide(struct task_ctx *t, struct task_ctx *w,
+					   u32 llc)
+{
+	u32 factor = llc_off[(llc & LLC_MASK) + 1] - llc_off[llc & LLC_MASK];
+	u32 master = w ? w->wakee_flips : 0, slave = t ? t->wakee_flips : 0;
+
+	if (master < slave) {
+		u32 x = master;
+
+		master = slave;
+		slave = x;
+	}
+	return slave >= factor && (u64)master >= (u64)slave * factor;
+}
+
+/*
+ * Step 0b, wake affine: a claimed idle CPU of the waker's LLC for @p, woken
+ * synchronously by the task on @waker_cpu, when that LLC is not prev's but
+ * lies in prev's node; else -1.
+ *
+ * Why: after a synchronous wake-up the waker is about to sleep or is
+ * waiting for the wakee, and the data the wakee needs is in the waker's
+ * LLC. The kernel moves the wakee there (wake_affine() makes the waker's
+ * CPU the target, select_idle_sibling() searches the target's LLC); a
+ * search around prev alone keeps a pipe's two ends in different LLCs of a
+ * node as long as both LLCs have an idle CPU. Lab, spr-1n2llc (one node,
+ * two LLCs of 4 CPUs), hackbench -T 2 pairs: see the figures in
+ * cache.bpf.c.
+ *
+ * Not taken: when the waker's CPU has tasks queued (it is not about to be
+ * free: the kernel's sync test, nr_running == 1); when the wake-up is wide
+ * (push_wake_wide); when cache-aware keeps @p in prev's LLC, its preferred
+ * one (gate "out", cache_keep). Only an idle CPU is taken, never the
+ * waker's own, so a full LLC sends the search back to prev (step 1).
+ * Across nodes the NUMA policy decides instead (step 0). --no-wake-affine
+ * turns this step off.
+ */
+static s32 push_wake_affine(struct task_struct *p, struct task_ctx *tctx,
+			    struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
+{
+	u32 wl, pl;
+	s32 cpu;
+
+	if (!wake_affine || !cpu_valid(prev_cpu) || !cpu_valid(waker_cpu))
+		return -1;
+	wl = cpu_llc[waker_cpu & CPU_MASK];
+	pl = cpu_llc[prev_cpu & CPU_MASK];
+	if (wl == pl || cpu_node[waker_cpu & CPU_MASK] != cpu_node[prev_cpu & CPU_MASK])
+		return -1;
+	if (scx_bpf_dsq_nr_queued(waker_cpu) > 0)
+		return -1;
+	if (push_wake_wide(tctx, waker, wl)) {
+		stat_inc(STAT_AFFINE_WIDE);
+		return -1;
+	}
+	if (cache_keep(p, pl))
+		return -1;
+	cpu = -1;
+	if (!no_idle_core)
+		cpu = idle_pick_llc(p, wl, true);
+	if (cpu < 0)
+		cpu = idle_pick_llc(p, wl, false);
+	if (cpu >= 0)
+		stat_inc(STAT_PICK_AFFINE);
+	return cpu;
+}
 
 /*
  * Step 0: a claimed idle CPU near the task on @waker_cpu that woke @p
