@@ -67,3 +67,23 @@ def test_bad_input_in_guest():
     cases = re.findall(r"case ([\w-]+): rc=(\d+) lines=(\d+): (.*)", console)
     assert len(cases) == 7, console[-3000:]
     assert res.exit_code() == run.EXIT_OK, "\n".join(" ".join(c) for c in cases)
+
+
+def test_cache_aware_keeps_a_small_group_in_one_llc_spr():
+    """Cache-aware (--cache-aware) on spr-1n2llc (one node, two LLCs of 4 CPUs): hackbench -T over sockets with
+    2 pairs (4 threads, about half of one LLC) keeps >= 90% of its runtime in its preferred LLC, and the LLC's
+    utilisation is not mistaken for overload. Before utilisation came from run time (numa.bpf.c), the sampled
+    idle bit read 3.2-3.6 busy CPUs of 4 for this load, the preference was dropped as "overloaded" several times
+    a second and the share fell to 75-91% (lab bench, 3 boots). The bench's own bar is 95% (issue #5); this
+    test leaves room for one unlucky boot."""
+    m = machines.load("spr-1n2llc")
+    steps = [run.Step(run.parse_sched("scx_locality:--cache-aware"), "hackbench -T -g 1 -f 2 -l 125000")]
+    res = run.run_job(m, steps, timeout_s=600, stream=None, build_scheduler=False)
+    assert res.exit_code() == run.EXIT_OK, res
+    st = final_stats(res.steps[0].sched_log)
+    procs = [p for p in st["cache_procs"] if p["comm"] == "hackbench"]
+    assert procs, st["cache_procs"]
+    hb = max(procs, key=lambda p: p["runtime_ms"])
+    assert hb["share"] >= 0.90, hb
+    assert st["cache_drop_overload"] <= 2, st
+    assert res.steps[0].sched_exit_kind == "unregistered from user space"

@@ -300,6 +300,7 @@ static void cache_account(struct task_struct *p, s32 cpu, u64 used)
 	struct cache_proc *e, *init;
 	u32 tgid, l, nt, zero = 0;
 	u64 ep, old;
+	s32 home;
 
 	if (!cache_track || !cpu_valid(cpu))
 		return;
@@ -323,8 +324,12 @@ static void cache_account(struct task_struct *p, s32 cpu, u64 used)
 		 * A new entry starts preferring the LLC it first ran in (unless
 		 * overloaded), so threads forked in the first epoch are already
 		 * kept together; the epoch re-evaluation takes over from there.
+		 * Not outside the process's home node: the first epoch picks
+		 * one inside it.
 		 */
-		init->pref_llc = cache_llc_overloaded(l) ? -1 : (s32)l;
+		home = task_home(p, NULL);
+		init->pref_llc = cache_llc_overloaded(l) ||
+				 (home >= 0 && cache_llc_node(l) != home) ? -1 : (s32)l;
 		init->epoch = ep;
 		bpf_probe_read_kernel_str(init->comm, sizeof(init->comm),
 					  p->group_leader->comm);
@@ -386,6 +391,7 @@ static __always_inline void cache_running(struct task_struct *p, s32 cpu)
 static void cache_aggr_mark(s32 cpu)
 {
 	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c], i, start, end;
+	bool refused = false;
 
 	if (!cache_aware || l >= CACHE_MAX_LLCS || n >= MAX_NODES)
 		return;
@@ -399,7 +405,7 @@ static void cache_aggr_mark(s32 cpu)
 		if (cpu_llc[v] == l || cpu_run_pref[v] != (s32)l + 1 || cpu_aggr_req[v])
 			continue;
 		if (!cache_may_enter(cpu_llc[v], l)) {
-			stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
+			refused = true;
 			continue;
 		}
 		/* another idle CPU may be asking the same one: first wins */
@@ -408,6 +414,9 @@ static void cache_aggr_mark(s32 cpu)
 		stat_inc(STAT_CACHE_AGGR_MARK);
 		return;
 	}
+	/* one refusal per CPU going idle, not one per candidate looked at */
+	if (refused)
+		stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
 }
 
 /*
