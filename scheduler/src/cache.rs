@@ -97,7 +97,7 @@ pub fn decay(occ: &mut [u64], epochs: u64) {
 pub enum Pref {
     Llc(usize),
     None,
-    /// running threads need more than 80% (x tolerance) of the LLC's CPUs
+    /// running threads need more than 80% (x tolerance) of the LLC's cores
     DropFit,
     /// the LLC is overloaded
     DropOverload,
@@ -105,7 +105,9 @@ pub enum Pref {
 
 /// What cache_new_epoch() knows of each LLC.
 pub struct Llcs<'a> {
-    pub cpus: &'a [u32],
+    /// cores of each LLC: its CPUs over the SMT width (the fit limit counts
+    /// cores, see llc_nr_cores() in cache.bpf.c)
+    pub cores: &'a [u32],
     pub overloaded: &'a [bool],
     /// node of each LLC
     pub node: &'a [usize],
@@ -154,8 +156,8 @@ pub fn choose(
             best = c;
         }
     }
-    let ncpu = llcs.cpus.get(best).copied().unwrap_or(0) as u64;
-    let limit = 2 * epoch_ns * ncpu * 80 / 100;
+    let ncores = llcs.cores.get(best).copied().unwrap_or(0) as u64;
+    let limit = 2 * epoch_ns * ncores * 80 / 100;
     if aggr_tol < 100 && total > limit * aggr_tol as u64 {
         return Pref::DropFit;
     }
@@ -258,8 +260,8 @@ mod tests {
     const NODE0: [usize; 2] = [0, 0];
     const LOAD0: [u32; 2] = [0, 0];
 
-    fn llcs<'a>(cpus: &'a [u32], ovl: &'a [bool]) -> Llcs<'a> {
-        Llcs { cpus, overloaded: ovl, node: &NODE0, load: &LOAD0 }
+    fn llcs<'a>(cores: &'a [u32], ovl: &'a [bool]) -> Llcs<'a> {
+        Llcs { cores, overloaded: ovl, node: &NODE0, load: &LOAD0 }
     }
 
     #[test]
@@ -282,10 +284,26 @@ mod tests {
     }
 
     #[test]
+    fn fit_counts_cores_not_smt_siblings() {
+        // epyc-l3numa's LLC: 4 CPUs, 2 cores of 2 SMT siblings. hackbench -T
+        // with 2 pairs keeps about 2.2 threads running: over 80% of 2 cores
+        // (1.6), so no preference; 1 pair (about 1.1) fits.
+        let l = llcs(&[2, 2], &[false, false]);
+        let occ = [2 * 22 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::DropFit);
+        let occ = [2 * 11 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        // the same load on 4 cores without SMT (spr-1n2llc) fits
+        let l = llcs(&[4, 4], &[false, false]);
+        let occ = [2 * 22 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+    }
+
+    #[test]
     fn backs_off_when_it_does_not_fit() {
         let l = llcs(&[4, 4], &[false, false]);
         // steady state: occ sum = 2 x runtime per epoch. 3 threads busy on
-        // 4 CPUs = 75% < 80%: fits
+        // 4 cores = 75% < 80%: fits
         let occ = [2 * 3 * EP, 0];
         assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
         // 3.3 threads busy > 3.2: does not fit
@@ -305,7 +323,7 @@ mod tests {
         // 4 LLCs, two per node; LLC 3 (node 1) is the busiest
         let node = [0, 0, 1, 1];
         let load = [0, 0, 3 << LOAD_SHIFT, 1 << LOAD_SHIFT];
-        let l = Llcs { cpus: &[4; 4], overloaded: &[false; 4], node: &node, load: &load };
+        let l = Llcs { cores: &[4; 4], overloaded: &[false; 4], node: &node, load: &load };
         let occ = [EP / 2, EP, 0, 4 * EP];
         assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(3));
         // home node 0: the best LLC inside it, however much ran elsewhere

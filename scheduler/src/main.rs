@@ -204,8 +204,8 @@ struct Opts {
     cache_wake_aggr: bool,
 
     /// Cache-aware: scales the fit limit (a process keeps its preferred LLC
-    /// while its running threads need at most 80% x N of the LLC's CPUs);
-    /// 100 = no limit.
+    /// while its running threads need at most 80% x N of the LLC's cores,
+    /// SMT siblings counted once); 100 = no limit.
     #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_AGGR_TOL,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     aggr_tolerance: u32,

@@ -32,8 +32,9 @@
  *     candidate is the largest-occupancy LLC of any node;
  *   - dropped (pref = -1) when the process's running threads, estimated
  *     as sum(occ) / (2 * epoch) (the steady state of a halving sum), need
- *     more than 80% * aggr_tolerance of the LLC's CPUs (aggr_tolerance
- *     100 = never), or when the LLC is overloaded (below).
+ *     more than 80% * aggr_tolerance of the LLC's cores (CPUs / SMT
+ *     width, llc_nr_cores(); aggr_tolerance 100 = never), or when the LLC
+ *     is overloaded (below).
  * Entries are deleted when the process is seen with one thread, and when
  * its thread-group leader is freed (ops.exit_task). A preference not
  * refreshed for epoch_timeout epochs (--epoch-affinity-timeout) is
@@ -136,6 +137,23 @@ static __always_inline u32 llc_nr_cpus(u32 l)
 {
 	l &= LLC_MASK;
 	return llc_off[l + 1] - llc_off[l];
+}
+
+/*
+ * Cores of LLC @l: its CPUs over the SMT width of its first CPU. The fit
+ * limit counts cores: two busy threads on the siblings of one core compete
+ * for it, and upstream's later revisions of the seed (exceed_llc_nr())
+ * multiply the process's running threads by the SMT width for the same
+ * reason.
+ */
+static __always_inline u32 llc_nr_cores(u32 l)
+{
+	u32 first = llc_off[l & LLC_MASK], smt;
+
+	if (first >= MAX_CPUS)
+		return llc_nr_cpus(l);
+	smt = cpu_nr_sibs[llc_cpus[first & CPU_MASK] & CPU_MASK] + 1;
+	return llc_nr_cpus(l) / smt ?: 1;
 }
 
 /* busy percentage of LLC @l: its utilisation (llc_util), 0-100 */
@@ -274,8 +292,8 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 	    best_occ <= (u64)cache_switch_ratio * e->occ[cur & CLLC_MASK])
 		best = cur;	/* hysteresis: not clearly better */
 
-	/* back off: too many running threads for the LLC, or it is overloaded */
-	cpus = llc_nr_cpus(best);
+	/* back off: too many running threads for the LLC's cores, or it is overloaded */
+	cpus = llc_nr_cores(best);
 	limit = 2 * cache_epoch_ns * cpus * 80 / 100;
 	if (cache_aggr_tol < 100 && total > limit * cache_aggr_tol) {
 		if (cur >= 0)
