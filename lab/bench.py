@@ -983,10 +983,12 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
         progress.done_est = est_before + per_run_est
         raw_dir = out / "raw" / f"run{r + 1}"
         raw_dir.mkdir(parents=True, exist_ok=True)
+        # the boot the results come from: RUN_DIR-retry when run_job booted once more
+        used_dir = Path(result.run_dir) if result.run_dir else run_dir
         for name in ("console.log", "kernel.log", "result.json"):
-            if (run_dir / name).exists():
-                shutil.copyfile(run_dir / name, raw_dir / name)
-        rec = {"run": r + 1, "run_dir": str(run_dir), "order": order, "boot_s": result.boot_s,
+            if (used_dir / name).exists():
+                shutil.copyfile(used_dir / name, raw_dir / name)
+        rec = {"run": r + 1, "run_dir": str(used_dir), "order": order, "boot_s": result.boot_s,
                "wall_s": result.wall_s, "timed_out": result.timed_out, "completed": result.completed,
                "topology_ok": result.topology_ok, "exit": result.exit_code(), "steps": []}
         if result.topology_ok is False:

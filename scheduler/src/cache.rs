@@ -9,26 +9,25 @@
 //! Seed: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
 //! v3, 2025; upstream 7.2, CONFIG_SCHED_CACHE, load-balance only).
 //!
-//! Measured (lab, QEMU TCG, `bin/lab bench --bench cache-hackbench` and
-//! `cache-instances`, 3 or more boots each, 2026-11-23; share = the process's
-//! running samples in its top LLC). spr-1n2llc (one node, 2 LLCs x 4
-//! CPUs), hackbench -T 1 group: 1 pair 100% with and without this
-//! mechanism; 2 pairs (4 threads, about 2.6 CPUs busy) 57% without, 83%
-//! with the upstream defaults, EEVDF 99%; 4 and 8 pairs spread (~51%) and
-//! are not slower than EEVDF. What holds 2 pairs back is the gate "into":
-//! the process alone keeps its LLC over overaggr_pct = 50% busy, so a
-//! thread that left cannot be pulled back; with --overaggr-pct 100 it
-//! reaches 96-98% when run alone (EEVDF 99-100%) and 89% in the full
-//! sweep (one boot in three at 72%), at EEVDF's speed. epyc-l3numa (one LLC
-//! per node): four concurrent 1-pair instances (pipe and socket, 5 boots)
-//! each took their own LLC in 10 of 10 cases, 38 of 40 instances >= 95%
-//! in it (EEVDF, 6 boots: 5 of 12 cases, 29 of 48 instances). One
-//! hackbench process there (2 boots, after the NUMA clock fix of
-//! numa.bpf.c): 1 pair 100% with and without this mechanism (EEVDF 100%
-//! pipe, 51% socket); 2 pairs (4 threads on 2 SMT cores, over the
-//! aggregation threshold) spread under all three; time with it against
-//! EEVDF, pipe 1/2/4/8 pairs -4.2, -1.4, -0.5, +15.6%*, socket -17.2,
-//! +4.4, -3.4, +2.5% (* significant; CoV up to 9%).
+//! Measured (lab, QEMU TCG, 2026-11-23; share = the process's running
+//! samples in its top LLC). spr-1n2llc (one node, 2 LLCs x 4 CPUs, no
+//! SMT), `bin/lab bench --machine spr-1n2llc --bench cache-hackbench --runs 3
+//! --sched "eevdf,scx_locality,scx_locality:--cache-aware"`, hackbench -T 1
+//! group: 1 pair 100% under all three; 2 pairs (4 threads, about 2.2 CPUs
+//! busy) 99.4-100% with this mechanism in 6 of 6 case-boots (lowest 98.1%),
+//! 76-77% without it, EEVDF 98-99%; 4 and 8 pairs spread (51-58%) under
+//! all. Time against EEVDF with it: pipe +3.4, -5.6, +6.8, -1.8%; socket
+//! -9.3, +6.0*, +14.0, +16.7%* (+ faster, * significant, CoV 3-9%).
+//! What 2 pairs needed was utilisation from run time (numa.bpf.c): the
+//! sampled idle bit read the LLC as over 85% busy and overloaded, and the
+//! preference was dropped several times a second (83% before). push.bpf.c's
+//! wake affine step helped less clearly: before that fix, with it 98% pipe
+//! and 91% socket, without it 93% and 86% (3 boots). epyc-l3numa (one LLC per node, 2
+//! cores x 2 SMT per LLC): 1 pair 100% with and without it; from 2 pairs
+//! the process's running threads (about 2.2) are more than 80% of an LLC's
+//! 2 cores, so it has no preference and spreads, as under EEVDF (whose
+//! kernel has CONFIG_SCHED_CACHE); four concurrent 1-pair instances each
+//! take their own LLC. Figures for epyc in the closing note of issue #5.
 //!
 //! This module mirrors the BPF decision rules as pure functions (the unit
 //! tests below pin them), checks the knobs, and reads the per-process map

@@ -185,10 +185,11 @@ struct Opts {
     /// steals/wakeups do not take them out of it while it is not
     /// overloaded; an idle CPU of the preferred LLC asks a task running
     /// elsewhere to come at its next wake-up. Off by default: in the lab
-    /// (spr-1n2llc, hackbench -T, 3 boots) it raised a 4-thread process's
-    /// runtime in one LLC from 57% to 83% (EEVDF 99%) and was not slower,
-    /// but no gain is significant yet, and with the default --overaggr-pct
-    /// such a process is not kept in one LLC in >= 95% of its runtime.
+    /// (spr-1n2llc, hackbench -T 2 pairs, 3 boots) it keeps a 4-thread
+    /// process's runtime in one LLC (99-100%, without it 76-77%, EEVDF
+    /// 98-99%) and was not slower than EEVDF anywhere, but its speed gains
+    /// are mostly within the noise, and the NUMA and memory benchmarks
+    /// were measured with it off and have not been re-run with it on.
     #[arg(long, overrides_with = "no_cache_aware")]
     cache_aware: bool,
 
