@@ -133,12 +133,6 @@ struct {
 	__type(value, struct cache_proc);
 } cache_tmpl SEC(".maps");
 
-static __always_inline u32 llc_nr_cpus(u32 l)
-{
-	l &= LLC_MASK;
-	return llc_off[l + 1] - llc_off[l];
-}
-
 /*
  * Cores of LLC @l: its CPUs over the SMT width of its first CPU. The fit
  * limit counts cores: two busy threads on the siblings of one core compete
@@ -256,7 +250,7 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 {
 	u64 best_occ = 0, total = 0, limit, least = ~0ULL;
 	s32 best = -1, cur, idle_best = -1;
-	u32 i, n = nr_llcs, cpus;
+	u32 i, n = nr_llcs, cores;
 
 	if (!e)
 		return;
@@ -293,8 +287,8 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 		best = cur;	/* hysteresis: not clearly better */
 
 	/* back off: too many running threads for the LLC's cores, or it is overloaded */
-	cpus = llc_nr_cores(best);
-	limit = 2 * cache_epoch_ns * cpus * 80 / 100;
+	cores = llc_nr_cores(best);
+	limit = 2 * cache_epoch_ns * cores * 80 / 100;
 	if (cache_aggr_tol < 100 && total > limit * cache_aggr_tol) {
 		if (cur >= 0)
 			stat_inc(STAT_CACHE_DROP_FIT);

@@ -892,7 +892,10 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 	if (dt > 100 * iwq_period_ns)
 		dt = 100 * iwq_period_ns;
 	iwq_last_ns = now;
-	/* utilisation gap, on the clock ops.running/stopping stamp runs with */
+	/*
+	 * The scheduler clock, read once: ops.running/stopping stamp runs with
+	 * it (utilisation gap) and the NUMA policy keeps its times on it.
+	 */
 	snow = scx_bpf_now();
 	ugap = util_last_ns && time_after(snow, util_last_ns) ? snow - util_last_ns : 0;
 	util_last_ns = snow;
@@ -970,8 +973,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 	if (node_sum)
 		stat_add(STAT_IWQ_NODE_NS, node_sum * dt);
 	stat_inc(STAT_IWQ_SAMPLES);
-	/* the policy's clock is the one of the hot paths (see numa.bpf.c) */
-	numa_load_end(scx_bpf_now());
+	numa_load_end(snow);
 
 	/*
 	 * Duty cap: the callback runs in softirq context on one CPU and the

@@ -221,6 +221,12 @@ static __always_inline u32 node_nr_cpus(u32 n)
 	return node_off[n + 1] - node_off[n];
 }
 
+static __always_inline u32 llc_nr_cpus(u32 l)
+{
+	l &= LLC_MASK;
+	return llc_off[l + 1] - llc_off[l];
+}
+
 /*
  * Rule 7: is node @n overloaded -- more runnable tasks than CPUs at the
  * last sample, counting @extra tasks about to be added? The kernel applies
@@ -537,6 +543,28 @@ static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
 }
 
 /*
+ * Rule 2b's partner test. A pair wakes the same partner over and over; a
+ * task serving many (a hackbench sender writes to every receiver, a
+ * dispatcher feeds a pool) switches wakee all the time, and pulling each
+ * wakee to its node piles them there (epyc-l3numa, hackbench -T sockets:
+ * about 1,300 follows per run without this test, 3 with it; the speed
+ * gap measured then was mostly the clock, see above, so this test's own
+ * effect on speed is not measured). Each waker counts the changes of its
+ * wakee (wakee_flips, halved every second, the counter the kernel keeps
+ * for wake_wide(); push_record_wakee() in push.bpf.c keeps it); a wakee
+ * follows only while both its waker's count and its own are below the
+ * CPUs of the waker's LLC, i.e. both have few partners. @t: the wakee's
+ * context, @w: the waker's (either may be NULL).
+ */
+static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ctx *w,
+					      s32 waker_cpu)
+{
+	u32 factor = llc_nr_cpus(cpu_llc[waker_cpu & CPU_MASK]);
+
+	return (!w || w->wakee_flips < factor) && (!t || t->wakee_flips < factor);
+}
+
+/*
  * Wake-up across nodes, the pair of Gorman's seed: may @p, woken
  * synchronously by the task running on @waker_cpu, follow its waker from
  * @prev_cpu's node to the waker's? Only if the balancer would tolerate the
@@ -549,30 +577,6 @@ static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
  * and lab numa-pair measured 0% of samples with netperf and its netserver
  * on one node (EEVDF 99%, through its wake_affine()).
  */
-/*
- * Rule 2b's partner test. A pair wakes the same partner over and over; a
- * task serving many (a hackbench sender writes to every receiver, a
- * dispatcher feeds a pool) switches wakee all the time, and pulling each
- * wakee to its node piles them there (epyc-l3numa, hackbench -T sockets:
- * about 1,300 follows per run without this test, 3 with it; the speed
- * gap measured then was mostly the clock, see above, so this test's own
- * effect on speed is not measured). Each waker
- * counts the changes of its wakee (wakee_flips, halved every second, the
- * counter the kernel keeps for wake_wide(); push_record_wakee() in
- * push.bpf.c keeps it); a wakee follows only while
- * both its waker's count and its own are below the CPUs of the waker's
- * LLC, i.e. both have few partners.
- */
-/* @t: the wakee's context, @w: the waker's (either may be NULL) */
-static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ctx *w,
-					      s32 waker_cpu)
-{
-	u32 l = cpu_llc[waker_cpu & CPU_MASK] & LLC_MASK;
-	u32 factor = llc_off[l + 1] - llc_off[l];
-
-	return (!w || w->wakee_flips < factor) && (!t || t->wakee_flips < factor);
-}
-
 static bool numa_wake_follow(struct task_struct *p, struct task_ctx *tctx,
 			     struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
 {

@@ -213,9 +213,7 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 		return false;
 	rot = rotor_next(cpu);
 	bpf_for(i, 0, nr_cpus) {
-		u32 v = ((rot + i) % nr_cpus) & CPU_MASK;
-
-		u32 why;
+		u32 v = ((rot + i) % nr_cpus) & CPU_MASK, why;
 
 		if (cpu_node[v] == cpu_node[c])
 			continue;

@@ -131,7 +131,7 @@ static __always_inline struct task_ctx *push_record_wakee(struct task_struct *p)
 static __always_inline bool push_wake_wide(struct task_ctx *t, struct task_ctx *w,
 					   u32 llc)
 {
-	u32 factor = llc_off[(llc & LLC_MASK) + 1] - llc_off[llc & LLC_MASK];
+	u32 factor = llc_nr_cpus(llc);
 	u32 master = w ? w->wakee_flips : 0, slave = t ? t->wakee_flips : 0;
 
 	if (master < slave) {
