@@ -351,18 +351,17 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
     result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end)
     first = Path(result.run_dir)
     if result.boot_hung or crashed_before_job(first):
-        retry_dir = first.with_name(first.name + "-retry")
-        retry_dir.mkdir(parents=True, exist_ok=True)
         what = "hung" if result.boot_hung else "crashed"
-        log(f"lab: the guest kernel {what} before the job began (see {first / 'console.log'}); booting once more")
-        result = _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end)
+        why = f"lab: the guest kernel {what} before the job began (see {first / 'console.log'}); booting once more"
     elif (not result.completed or result.exit_code() != 0) and tcg_text_patch_oops(first):
-        retry_dir = first.with_name(first.name + "-retry")
-        retry_dir.mkdir(parents=True, exist_ok=True)
-        log(f"lab: the guest kernel oopsed on an int3 in kernel text, the emulator's text-patching fault "
-            f"(see {first / 'console.log'}); the whole run is booted once more")
-        result = _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end)
-    return result
+        why = (f"lab: the guest kernel oopsed on an int3 in kernel text, the emulator's text-patching fault "
+               f"(see {first / 'console.log'}); the whole run is booted once more")
+    else:
+        return result
+    retry_dir = first.with_name(first.name + "-retry")
+    retry_dir.mkdir(parents=True, exist_ok=True)
+    log(why)
+    return _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end)
 
 
 class _CtlWatcher:
