@@ -142,8 +142,10 @@ struct Opts {
 
     /// NUMA balancing policy. off: cross-node steals whenever a CPU would
     /// idle (= --steal-cross-node), wake-ups leave the node when it has no
-    /// idle CPU; upstream: Linux's bounded imbalance (imb_numa_nr); seed-v2:
-    /// Gorman's 2019 v2 rule. Default: upstream (off with --steal-cross-node).
+    /// idle CPU; upstream: Linux's bounded imbalance (imb_numa_nr); idle-cpus:
+    /// the allowance of Gorman's 2019 v2 patch (small imbalances ignored while
+    /// the busiest node keeps about half its CPUs idle). Default: upstream
+    /// (off with --steal-cross-node).
     #[arg(long, value_enum, value_name = "MODE")]
     numa_balance: Option<NumaBalance>,
 
@@ -556,7 +558,6 @@ impl<'a> Scheduler<'a> {
         r.numa_mode = mode.bpf_mode();
         r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
         r.home_enabled = opts.home_node();
-        r.seed_imb_adj = numa::seed_v2_adj(numa::NUMA_IMBALANCE_PCT);
         let cache_on = opts.cache_aware() && (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
         if opts.cache_aware() && !cache_on {
             warn!(
@@ -566,7 +567,7 @@ impl<'a> Scheduler<'a> {
             );
         }
         r.cache_aware = cache_on;
-        r.cache_track = (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
+        r.cache_track = cache_on;
         r.cache_wake_aggr = cache_on && opts.cache_wake_aggr;
         r.cache_epoch_ns = opts.epoch_period_ms * 1_000_000;
         r.cache_epoch_timeout = opts.epoch_affinity_timeout;
@@ -1087,8 +1088,8 @@ mod tests {
     fn numa_flags() {
         assert_eq!(parse(&["--numa-balance=off"]).unwrap().numa_mode(), NumaBalance::Off);
         assert_eq!(
-            parse(&["--numa-balance", "seed-v2"]).unwrap().numa_mode(),
-            NumaBalance::SeedV2
+            parse(&["--numa-balance", "idle-cpus"]).unwrap().numa_mode(),
+            NumaBalance::IdleCpus
         );
         // the old flag alone keeps its old meaning
         assert_eq!(parse(&["--steal-cross-node"]).unwrap().numa_mode(), NumaBalance::Off);

@@ -12,62 +12,44 @@
 //! once-per-interval rule per task, the settled-task rule for cross-node
 //! steals, active balance of running tasks).
 //!
-//! The rules, exactly as implemented (`adjust` here, `numa_adjust()` in
-//! BPF; loads are a node's decayed runnable count, plus new tasks the
-//! average has not taken up yet, rounded to whole tasks):
+//! The rules, exactly as implemented (`adjust`/`moves` here,
+//! `numa_adjust()`/`numa_moves()` in BPF). A node is first classed as the
+//! kernel classes a sched group (group_is_overloaded()): overloaded when it
+//! has more runnable tasks than CPUs at the last sample and its utilisation
+//! or runnable average exceeds its capacity with imbalance_pct 117. An
+//! overloaded source is balanced by its load in tasks with no allowance. A
+//! source with spare capacity is balanced by idle CPUs (CPUs minus the
+//! node's utilisation in CPUs), the imbalance being the destination's idle
+//! CPUs minus the source's, with the allowance of the mode:
 //!
-//! - `upstream` (default; Linux's fair.c since 5.19, `allow_numa_imbalance`
-//!   / `adjust_numa_imbalance`): the allowance `imb_numa_nr` of a node is
-//!   `max(1, cpus_in_node / 8)` when the node holds one LLC, else the
-//!   number of LLCs in the node (the kernel derives it per sched domain in
-//!   build_sched_domains(): span of the domain above the LLC >> 3, or its
-//!   number of LLCs). An imbalance is ignored (adjusted to 0) when the
-//!   destination's running tasks, counting the task to be moved
-//!   (`local_running = dst + 1`), are at most `imb_numa_nr` of the
-//!   destination node AND the imbalance is at most NUMA_IMBALANCE_MIN = 2
-//!   tasks; otherwise it is kept whole. Note: the kernel compares
-//!   imbalances of idle CPUs between groups; with equal-sized nodes and no
-//!   overload that equals the difference of running tasks used here.
-//!   Divergence: on machines whose nodes each hold one LLC but whose
-//!   first NUMA domain groups several nodes (e.g. AMD L3-as-NUMA), the
-//!   kernel counts LLCs of that wider domain; we count per node.
-//! - `seed-v2` (Gorman's v2 posting, Dec 2019, as a comparison point):
-//!   `imbalance_adj = 100 / (imbalance_pct - 100) - 1` with the NUMA
-//!   domain's imbalance_pct = 125, i.e. 3; while the busiest node is less
-//!   than half busy (`2 * busiest_running < busiest_cpus`) the imbalance
-//!   is reduced by `min(imbalance, imbalance_adj)`, otherwise kept whole.
-//! - A balance move corrects half the adjusted imbalance (`moves`, the
-//!   kernel's `imbalance >>= 1`).
+//! - `upstream` (default; Linux's fair.c since 5.19, `adjust_numa_imbalance`):
+//!   the allowance `imb_numa_nr` of a node is `max(1, cpus_in_node / 8)` when
+//!   the node holds one LLC, else the number of LLCs in the node (the kernel
+//!   derives it per sched domain in build_sched_domains()). An imbalance is
+//!   ignored when the destination's running tasks, counting the task to be
+//!   moved, are at most `imb_numa_nr` AND the imbalance is at most
+//!   NUMA_IMBALANCE_MIN = 2. Divergence: on machines whose nodes each hold
+//!   one LLC but whose first NUMA domain groups several nodes (AMD
+//!   L3-as-NUMA), the kernel counts LLCs of that wider domain; we count per
+//!   node.
+//! - `idle-cpus` (Mel Gorman's v2 patch, Dec 2019, as posted):
+//!   `imbalance_adj = max(2, (busiest_cpus * (imbalance_pct - 100) / 100) >> 1)`,
+//!   `imbalance_max = busiest_cpus / 2 + imbalance_adj`, with the NUMA
+//!   domains' imbalance_pct of that time, 125; the imbalance is ignored when
+//!   it is at most `imbalance_adj` and the busiest node has at least
+//!   `imbalance_max` idle CPUs.
+//! - A balance move corrects half the adjusted imbalance (the kernel's
+//!   `imbalance >>= 1`).
 //! - `off`: no policy; cross-node moves whenever a CPU would otherwise
 //!   idle (the behaviour of `--steal-cross-node` before this module).
-//! - In both policy modes, an overloaded node (more runnable tasks than
-//!   CPUs at the last sample) is balanced without the allowance, as the
-//!   kernel balances an overloaded busiest group without
-//!   adjust_numa_imbalance(): a waking task that finds no idle CPU on its
-//!   node goes to a node that is not overloaded, and idle CPUs of such
-//!   nodes steal from it between passes (`overloaded`, `push_across`;
-//!   rule 7 in numa.bpf.c). A synchronous wakee follows its waker's node
-//!   only while both have few partners (`few_partners`, the kernel's
+//! - In both policy modes a waking task leaves its node only when that
+//!   node, with it, is overloaded and the destination is not; idle CPUs of
+//!   a node that is not overloaded steal from an overloaded one between
+//!   passes (rule 7 in numa.bpf.c). A synchronous wakee follows its waker's
+//!   node only while both have few partners (`few_partners`, the kernel's
 //!   wake_wide() counter with the LLC's CPUs as the bound).
 //!
-//! Measured (lab, QEMU TCG on 2 host cores, EEVDF in the same boots;
-//! `bin/lab bench --machine haswell2s --bench numa-pair,numa-spread
-//! --runs 3 --sched eevdf,scx_locality`, 2026-11-23): hackbench -T 1x1 pair
-//! on one node in 100% of samples, netperf TCP_STREAM pair 99.55% (100%
-//! after its first second), no cross-node move after start (EEVDF 99.0%
-//! and 100%). memkern on half the CPUs (5 boots): busiest node's share
-//! 59.5% (5 threads against 3, inside the 2-task tolerance; EEVDF 50.3%),
-//! triad +27.9% (significant), CG +12.6%. numaq4, 8 jobs on 8 CPUs
-//! (`--bench numa-residency:jobs=all:passes=400`, 15 boots): 118 of 120
-//! jobs >= 95% on one node, 88 of the first 88 at 100% (EEVDF 103 of 120),
-//! job mean +1 to +2% (n.s.). This needed the placed-load count
-//! (node_placed in numa.bpf.c): before it, jobs started together saw the
-//! same stale averages, and about one job in 30 started on a crowded node
-//! and was later moved away from its memory. The two misses left: a job
-//! moved in its first half second (94.1%), and a settled job stolen late,
-//! after another job had finished, when non-job tasks (the agent, the
-//! sampler) made its node look overloaded for two passes (rule 5's
-//! escalation).
+//! Measurements behind these choices are in docs/decisions.md.
 
 use crate::bpf_intf as intf;
 use crate::topology::Topo;
@@ -80,9 +62,9 @@ pub enum NumaBalance {
     Off,
     /// Linux's current bounded imbalance (imb_numa_nr).
     Upstream,
-    /// Gorman's 2019 v2 rule (imbalance_pct-derived allowance below half busy).
-    #[value(name = "seed-v2")]
-    SeedV2,
+    /// Gorman's 2019 v2 rule: small imbalances ignored while the busiest
+    /// node keeps about half its CPUs idle.
+    IdleCpus,
 }
 
 impl NumaBalance {
@@ -90,7 +72,7 @@ impl NumaBalance {
         match self {
             NumaBalance::Off => intf::numa_mode_NUMA_OFF,
             NumaBalance::Upstream => intf::numa_mode_NUMA_UPSTREAM,
-            NumaBalance::SeedV2 => intf::numa_mode_NUMA_SEED_V2,
+            NumaBalance::IdleCpus => intf::numa_mode_NUMA_IDLE_CPUS,
         }
     }
 
@@ -98,16 +80,20 @@ impl NumaBalance {
         match self {
             NumaBalance::Off => "off",
             NumaBalance::Upstream => "upstream",
-            NumaBalance::SeedV2 => "seed-v2",
+            NumaBalance::IdleCpus => "idle-cpus",
         }
     }
 }
 
-/// imbalance_pct of the kernel's NUMA sched domains (sd_init()).
-pub const NUMA_IMBALANCE_PCT: u32 = 125;
 // mirror of the BPF rule, used by the tests
 #[cfg_attr(not(test), allow(dead_code))]
 pub const NUMA_IMBALANCE_MIN: i64 = intf::locality_consts_NUMA_IMBALANCE_MIN as i64;
+#[cfg_attr(not(test), allow(dead_code))]
+const IMB_PCT: u64 = intf::locality_consts_NUMA_IMB_PCT as u64;
+#[cfg_attr(not(test), allow(dead_code))]
+const IMB_PCT_2019: u32 = intf::locality_consts_NUMA_IMB_PCT_2019;
+#[cfg_attr(not(test), allow(dead_code))]
+const ONE: u32 = 1 << intf::locality_consts_LOAD_SHIFT;
 
 /// Upstream allowance of one node: 1/8 of its CPUs if it holds one LLC,
 /// else its number of LLCs; at least 1.
@@ -116,19 +102,49 @@ pub fn imb_numa_nr(node_cpus: usize, node_llcs: usize) -> u32 {
     imb.max(1) as u32
 }
 
-/// Seed v2's allowance from a domain's imbalance_pct.
-pub fn seed_v2_adj(imbalance_pct: u32) -> u32 {
-    let over = imbalance_pct.saturating_sub(100).max(1);
-    (100 / over).saturating_sub(1)
+/// What the policy sees of one node (fixed point: 1 task or CPU = ONE).
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Clone, Copy, Debug)]
+pub struct Node {
+    pub cpus: u32,
+    /// runnable tasks at the last sample (node_nr_last)
+    pub nr_last: u32,
+    /// decayed runnable average (node_load + node_placed)
+    pub load: u32,
+    /// decayed utilisation (node_util + node_placed)
+    pub util: u32,
+    /// upstream allowance (imb_numa_nr)
+    pub imb_nr: u32,
 }
 
-// mirror of the BPF rule, used by the tests
 #[cfg_attr(not(test), allow(dead_code))]
-/// The part of an imbalance (tasks) the policy wants corrected.
+impl Node {
+    fn tasks(&self) -> i64 {
+        ((self.load + ONE / 2) / ONE) as i64
+    }
+    fn busy(&self) -> i64 {
+        (((self.util + ONE / 2) / ONE).min(self.cpus)) as i64
+    }
+    fn idle(&self, extra: u32) -> i64 {
+        (self.cpus as i64 - self.busy() - extra as i64).max(0)
+    }
+    /// numa_node_overloaded(): more runnable than CPUs, and utilisation or
+    /// runnable average past the capacity with imbalance_pct 117.
+    pub fn overloaded(&self, extra: u32) -> bool {
+        let cap = (self.cpus as u64) * ONE as u64;
+        let add = (extra * ONE) as u64;
+        self.nr_last + extra > self.cpus
+            && ((self.util as u64 + add) * IMB_PCT > cap * 100
+                || (self.load as u64 + add) * 100 > cap * IMB_PCT)
+    }
+}
+
+/// numa_adjust(): the part of an idle-CPU imbalance the policy corrects.
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn adjust(
     mode: NumaBalance,
     imbalance: i64,
-    busiest_running: u32,
+    busiest_idle: i64,
     busiest_cpus: u32,
     local_running: u32,
     local_imb_nr: u32,
@@ -145,9 +161,11 @@ pub fn adjust(
                 imbalance
             }
         }
-        NumaBalance::SeedV2 => {
-            if busiest_running * 2 < busiest_cpus {
-                imbalance - imbalance.min(seed_v2_adj(NUMA_IMBALANCE_PCT) as i64)
+        NumaBalance::IdleCpus => {
+            let adj = ((busiest_cpus * (IMB_PCT_2019 - 100) / 100) >> 1).max(2) as i64;
+            let max = (busiest_cpus >> 1) as i64 + adj;
+            if imbalance <= adj && busiest_idle >= max {
+                0
             } else {
                 imbalance
             }
@@ -155,58 +173,38 @@ pub fn adjust(
     }
 }
 
-// mirror of the BPF rule, used by the tests
+/// numa_moves(): tasks that may move from `src` to `dst`, `extra` tasks of
+/// src not in its figures yet.
 #[cfg_attr(not(test), allow(dead_code))]
-/// Tasks a balance pass lets move from a node running `src` tasks (of
-/// `src_cpus` CPUs) to one running `dst` (allowance `dst_imb_nr`), as
-/// numa_moves() in BPF.
-pub fn moves(mode: NumaBalance, src: u32, src_cpus: u32, dst: u32, dst_imb_nr: u32) -> u32 {
-    let adj = adjust(mode, src as i64 - dst as i64, src, src_cpus, dst + 1, dst_imb_nr);
-    (adj.max(0) >> 1) as u32
+pub fn moves(mode: NumaBalance, src: &Node, dst: &Node, extra: u32) -> u32 {
+    let imb = if src.overloaded(extra) {
+        src.tasks() + extra as i64 - dst.tasks()
+    } else {
+        let si = src.idle(extra);
+        adjust(mode, dst.idle(0) - si, si, src.cpus, dst.busy() as u32 + 1, dst.imb_nr)
+    };
+    (imb.max(0) >> 1) as u32
 }
 
-// mirror of the BPF rule, used by the tests
+/// numa_place_new(): does a new process whose parent runs on `parent` stay
+/// there rather than go to `least`?
 #[cfg_attr(not(test), allow(dead_code))]
-/// Does a new process whose parent's node runs `parent` tasks stay there,
-/// rather than go to a node running `least` tasks? (numa_place_new())
-pub fn new_task_stays(
-    mode: NumaBalance,
-    parent: u32,
-    parent_cpus: u32,
-    parent_imb_nr: u32,
-    least: u32,
-) -> bool {
-    mode == NumaBalance::Off
-        || adjust(mode, parent as i64 - least as i64, parent, parent_cpus, parent + 1, parent_imb_nr)
-            <= 0
+pub fn new_task_stays(mode: NumaBalance, parent: &Node, least: &Node) -> bool {
+    if mode == NumaBalance::Off {
+        return true;
+    }
+    if parent.overloaded(1) {
+        return false;
+    }
+    let si = parent.idle(0);
+    adjust(mode, least.idle(0) - si, si, parent.cpus, parent.busy() as u32 + 1, parent.imb_nr) <= 0
 }
 
-// mirror of the BPF rule, used by the tests
+/// numa_push_across(): may a waking task whose node has no idle CPU for
+/// it go to `dst`? `may_cross`: rule 4 (no node change within the interval).
 #[cfg_attr(not(test), allow(dead_code))]
-/// Rule 7: a node is overloaded when its runnable tasks at the last sample,
-/// plus `extra` about to come, exceed its CPUs (numa_node_overloaded()).
-pub fn overloaded(runnable: u32, cpus: u32, extra: u32) -> bool {
-    runnable + extra > cpus
-}
-
-// mirror of the BPF rule, used by the tests
-#[cfg_attr(not(test), allow(dead_code))]
-/// May a waking task whose node has no idle CPU for it go to the least
-/// loaded other node (numa_push_across())? Loads in tasks; `dst_runnable`
-/// is that node's last sample; `may_cross`: rule 4 (no node change within
-/// the interval).
-pub fn push_across(
-    mode: NumaBalance,
-    src: u32,
-    src_cpus: u32,
-    dst: u32,
-    dst_imb_nr: u32,
-    dst_runnable: u32,
-    dst_cpus: u32,
-    may_cross: bool,
-) -> bool {
-    may_cross
-        && (moves(mode, src + 1, src_cpus, dst, dst_imb_nr) > 0 || !overloaded(dst_runnable, dst_cpus, 1))
+pub fn push_across(src: &Node, dst: &Node, may_cross: bool) -> bool {
+    may_cross && src.overloaded(1) && !dst.overloaded(1)
 }
 
 // mirror of the BPF rule, used by the tests
@@ -216,7 +214,6 @@ pub fn push_across(
 pub fn few_partners(waker_flips: u32, wakee_flips: u32, llc_cpus: u32) -> bool {
     waker_flips < llc_cpus && wakee_flips < llc_cpus
 }
-
 /// Per node: (possible CPUs, distinct LLCs), by dense node index.
 pub fn node_shapes(topo: &Topo) -> Vec<(usize, usize)> {
     let mut cpus = vec![0usize; topo.nr_nodes];
@@ -287,95 +284,121 @@ mod tests {
         assert_eq!(node_shapes(&topo(2, 3, 2)), vec![(6, 3), (6, 3)]);
     }
 
+    /// a node of `cpus` CPUs: `busy` busy CPUs (utilisation), `tasks`
+    /// runnable on average and `nr` at the last sample
+    fn node(cpus: u32, busy: f64, tasks: f64, nr: u32, imb_nr: u32) -> Node {
+        Node {
+            cpus,
+            nr_last: nr,
+            load: (tasks * ONE as f64) as u32,
+            util: (busy * ONE as f64) as u32,
+            imb_nr,
+        }
+    }
+
     #[test]
-    fn seed_v2_allowance() {
-        assert_eq!(seed_v2_adj(125), 3);
-        assert_eq!(seed_v2_adj(117), 4);
-        assert_eq!(seed_v2_adj(110), 9);
-        assert_eq!(seed_v2_adj(100), 99); // degenerate pct: no division by 0
+    fn overload_needs_tasks_and_utilisation() {
+        // more runnable than CPUs at the sample, but a quarter busy: spare
+        assert!(!node(4, 1.0, 3.0, 5, 1).overloaded(0));
+        // 5 runnable and fully busy: overloaded
+        assert!(node(4, 4.0, 5.0, 5, 1).overloaded(0));
+        // full by the runnable average alone (4 * 1.17 < 5)
+        assert!(node(4, 3.0, 5.0, 5, 1).overloaded(0));
+        // busy but no more runnable than CPUs: not overloaded
+        assert!(!node(4, 4.0, 4.0, 4, 1).overloaded(0));
+        // the waking task counts
+        assert!(node(4, 3.5, 4.0, 4, 1).overloaded(1));
     }
 
     #[test]
     fn upstream_keeps_a_pair_together() {
-        // pair on node A (8 CPUs), node B idle: 2 - 0, B would run 1 <= 1
-        assert_eq!(adjust(NumaBalance::Upstream, 2, 2, 8, 1, 1), 0);
-        assert_eq!(moves(NumaBalance::Upstream, 2, 8, 0, 1), 0);
-        // three tasks: imbalance 3 > NUMA_IMBALANCE_MIN, one moves
-        assert_eq!(adjust(NumaBalance::Upstream, 3, 3, 8, 1, 1), 3);
-        assert_eq!(moves(NumaBalance::Upstream, 3, 8, 0, 1), 1);
-        // destination already busy beyond the allowance: no tolerance
-        assert_eq!(adjust(NumaBalance::Upstream, 2, 4, 8, 3, 1), 2);
-        assert_eq!(moves(NumaBalance::Upstream, 4, 8, 2, 1), 1);
-        // larger allowance (16-CPU node): a 2-task gap tolerated up to dst 1
-        assert_eq!(moves(NumaBalance::Upstream, 3, 16, 1, 2), 0);
-        assert_eq!(moves(NumaBalance::Upstream, 4, 16, 2, 2), 1);
+        let m = NumaBalance::Upstream;
+        // pair on node A (8 CPUs, 2 busy), node B idle: 2 idle CPUs apart,
+        // B would run 1 <= 1: tolerated
+        assert_eq!(moves(m, &node(8, 2.0, 2.0, 2, 1), &node(8, 0.0, 0.0, 0, 1), 0), 0);
+        // three busy: imbalance 3 > NUMA_IMBALANCE_MIN, one moves
+        assert_eq!(moves(m, &node(8, 3.0, 3.0, 3, 1), &node(8, 0.0, 0.0, 0, 1), 0), 1);
+        // destination already running beyond its allowance: no tolerance
+        assert_eq!(moves(m, &node(8, 4.0, 4.0, 4, 1), &node(8, 2.0, 2.0, 2, 1), 0), 1);
+        assert_eq!(adjust(m, 2, 4, 8, 3, 1), 2);
+        // larger allowance (16-CPU node)
+        assert_eq!(moves(m, &node(16, 3.0, 3.0, 3, 2), &node(16, 1.0, 1.0, 1, 2), 0), 0);
         // no imbalance, negative imbalance
-        assert_eq!(adjust(NumaBalance::Upstream, 0, 0, 8, 1, 1), 0);
-        assert_eq!(adjust(NumaBalance::Upstream, -3, 0, 8, 4, 1), 0);
+        assert_eq!(adjust(m, 0, 8, 8, 1, 1), 0);
+        assert_eq!(adjust(m, -3, 8, 8, 4, 1), 0);
     }
 
     #[test]
-    fn seed_v2_cutoff_at_half_busy() {
-        // 8-CPU node: below half busy (< 4 running) 3 tasks are tolerated
-        assert_eq!(adjust(NumaBalance::SeedV2, 3, 3, 8, 1, 1), 0);
-        assert_eq!(moves(NumaBalance::SeedV2, 3, 8, 0, 1), 0);
-        // at half busy the cutoff ends the tolerance
-        assert_eq!(adjust(NumaBalance::SeedV2, 4, 4, 8, 1, 1), 4);
-        assert_eq!(moves(NumaBalance::SeedV2, 4, 8, 0, 1), 2);
-        // 16-CPU node, 7 running vs 2: reduced by 3
-        assert_eq!(adjust(NumaBalance::SeedV2, 5, 7, 16, 3, 2), 2);
-        assert_eq!(moves(NumaBalance::SeedV2, 7, 16, 2, 2), 1);
-        // differs from upstream on the 3-task case
-        assert_ne!(
-            moves(NumaBalance::SeedV2, 3, 8, 0, 1),
-            moves(NumaBalance::Upstream, 3, 8, 0, 1)
-        );
+    fn light_communicating_load_is_not_spread() {
+        // numa2, wakelat at half load: 6 threads, often 5 runnable at a
+        // sample, one CPU's worth busy: the idle nodes differ by one CPU
+        let m = NumaBalance::Upstream;
+        let (a, b) = (node(4, 1.2, 3.5, 5, 1), node(4, 0.0, 0.0, 0, 1));
+        assert!(!a.overloaded(1));
+        assert_eq!(moves(m, &a, &b, 1), 0);
+        assert!(!push_across(&a, &b, true));
+        // really overloaded: the waking task may go, unless rule 4 holds it
+        let full = node(4, 4.0, 6.0, 6, 1);
+        assert!(push_across(&full, &b, true));
+        assert!(!push_across(&full, &b, false));
+        // ... and not into a node that is overloaded too
+        assert!(!push_across(&full, &full, true));
+        // an overloaded source is balanced by tasks, without the allowance
+        assert_eq!(moves(m, &full, &b, 0), 3);
+    }
+
+    #[test]
+    fn idle_cpus_rule_as_posted() {
+        let m = NumaBalance::IdleCpus;
+        // 48-CPU node (the thread's Haswell): adj = max(2, 48*25/100 >> 1) = 6,
+        // max = 24 + 6 = 30 idle CPUs
+        assert_eq!(adjust(m, 6, 30, 48, 1, 1), 0);
+        assert_eq!(adjust(m, 7, 30, 48, 1, 1), 7);
+        assert_eq!(adjust(m, 6, 29, 48, 1, 1), 6);
+        // 8-CPU node: adj = max(2, 8*25/100 >> 1 = 1) = 2, max = 6
+        assert_eq!(adjust(m, 2, 6, 8, 1, 1), 0);
+        assert_eq!(adjust(m, 2, 5, 8, 1, 1), 2);
+        // a pair on an 8-CPU node stays; four busy move one
+        assert_eq!(moves(m, &node(8, 2.0, 2.0, 2, 1), &node(8, 0.0, 0.0, 0, 1), 0), 0);
+        assert_eq!(moves(m, &node(8, 4.0, 4.0, 4, 1), &node(8, 0.0, 0.0, 0, 1), 0), 2);
+        // differs from upstream: a destination running 2 already
+        assert_eq!(moves(m, &node(8, 2.0, 2.0, 2, 1), &node(8, 0.0, 0.0, 0, 1), 0), 0);
+        assert_eq!(adjust(NumaBalance::Upstream, 2, 6, 8, 2, 1), 2);
+        assert_eq!(adjust(m, 2, 6, 8, 2, 1), 0);
     }
 
     #[test]
     fn off_moves_every_imbalance() {
-        assert_eq!(adjust(NumaBalance::Off, 2, 2, 8, 1, 1), 2);
-        assert_eq!(moves(NumaBalance::Off, 2, 8, 0, 1), 1);
-        assert!(new_task_stays(NumaBalance::Off, 7, 8, 1, 0));
+        assert_eq!(adjust(NumaBalance::Off, 2, 6, 8, 1, 1), 2);
+        assert_eq!(moves(NumaBalance::Off, &node(8, 2.0, 2.0, 2, 1), &node(8, 0.0, 0.0, 0, 1), 0), 1);
+        assert!(new_task_stays(NumaBalance::Off, &node(8, 7.0, 7.0, 7, 1), &node(8, 0.0, 0.0, 0, 1)));
     }
 
     #[test]
     fn new_process_placement() {
-        // first process: parent's node empty -> stays
-        assert!(new_task_stays(NumaBalance::Upstream, 0, 8, 1, 0));
-        // parent's node runs 1, other 0: 1 + 1 > imb_numa_nr 1 -> goes
-        assert!(!new_task_stays(NumaBalance::Upstream, 1, 8, 1, 0));
+        let m = NumaBalance::Upstream;
+        let idle = node(8, 0.0, 0.0, 0, 1);
+        // first process: parent's node idle -> stays
+        assert!(new_task_stays(m, &idle, &idle));
+        // parent's node runs 1, other 0: it would run 2 > imb_numa_nr 1 -> goes
+        assert!(!new_task_stays(m, &node(8, 1.0, 1.0, 1, 1), &idle));
         // with allowance 2 it stays
-        assert!(new_task_stays(NumaBalance::Upstream, 1, 16, 2, 0));
+        assert!(new_task_stays(m, &node(16, 1.0, 1.0, 1, 2), &node(16, 0.0, 0.0, 0, 2)));
         // balanced nodes: stays
-        assert!(new_task_stays(NumaBalance::Upstream, 3, 8, 1, 3));
-        // seed v2: up to 3 ahead while below half busy
-        assert!(new_task_stays(NumaBalance::SeedV2, 3, 8, 1, 0));
-        assert!(!new_task_stays(NumaBalance::SeedV2, 4, 8, 1, 0));
+        assert!(new_task_stays(m, &node(8, 3.0, 3.0, 3, 1), &node(8, 3.0, 3.0, 3, 1)));
+        // overloaded parent's node: goes
+        assert!(!new_task_stays(m, &node(8, 8.0, 9.0, 9, 1), &node(8, 7.0, 7.0, 7, 1)));
+        // idle-cpus: 2 ahead on an 8-CPU node with 6 idle stays, 3 ahead goes
+        assert!(new_task_stays(NumaBalance::IdleCpus, &node(8, 2.0, 2.0, 2, 1), &idle));
+        assert!(!new_task_stays(NumaBalance::IdleCpus, &node(8, 3.0, 3.0, 3, 1), &idle));
     }
 
     #[test]
     fn modes_match_bpf_enum() {
         assert_eq!(NumaBalance::Off.bpf_mode(), 0);
         assert_eq!(NumaBalance::Upstream.bpf_mode(), 1);
-        assert_eq!(NumaBalance::SeedV2.bpf_mode(), 2);
+        assert_eq!(NumaBalance::IdleCpus.bpf_mode(), 2);
         assert_eq!(NUMA_IMBALANCE_MIN, 2);
-    }
-
-    #[test]
-    fn overloaded_node_is_helped_whatever_the_allowance() {
-        let m = NumaBalance::Upstream;
-        // 4-CPU nodes: src 3 tasks + the waking one, dst 3: within the
-        // allowance (imbalance 1), but dst has room at its last sample
-        assert_eq!(moves(m, 4, 4, 3, 1), 0);
-        assert!(push_across(m, 3, 4, 3, 1, 3, 4, true));
-        // ... but rule 4 still holds a task that changed node recently
-        assert!(!push_across(m, 3, 4, 3, 1, 3, 4, false));
-        // dst full too: the allowance decides, and rule 4 applies
-        assert!(!push_across(m, 3, 4, 3, 1, 4, 4, true));
-        assert!(push_across(m, 7, 4, 1, 1, 4, 4, true));
-        assert!(!push_across(m, 7, 4, 1, 1, 4, 4, false));
-        assert!(overloaded(4, 4, 1) && !overloaded(3, 4, 1) && !overloaded(4, 4, 0));
     }
 
     #[test]

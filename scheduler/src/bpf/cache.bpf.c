@@ -90,10 +90,10 @@
 
 const volatile bool cache_aware = true;
 /*
- * Occupancy accounting and the per-process statistics run whenever the
- * machine has at most CACHE_MAX_LLCS LLCs, also with --no-cache-aware (then
- * the "preferred LLC" is only reported, never acted on), so that the share
- * can be compared with the mechanism off.
+ * Occupancy accounting and the per-process statistics run only with the
+ * mechanism on: they cost a hash lookup (or delete) at every ops.stopping.
+ * The lab measures LLC residency from outside (locsample), for every
+ * scheduler alike.
  */
 const volatile bool cache_track = true;
 const volatile bool cache_wake_aggr;

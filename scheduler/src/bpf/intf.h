@@ -43,6 +43,8 @@ enum locality_consts {
 	/* NUMA balancing (numa.bpf.c, numa.rs) */
 	DFL_NUMA_INTERVAL_MS = 150,	/* cross-node balance pass period */
 	NUMA_IMBALANCE_MIN = 2,		/* upstream: imbalances <= this are ignored */
+	NUMA_IMB_PCT	= 117,		/* imbalance_pct of the kernel's NUMA domains (overload test) */
+	NUMA_IMB_PCT_2019 = 125,	/* ... when Gorman's v2 patch was posted (idle-cpus rule) */
 	NUMA_SETTLED_TRIES = 2,		/* unspent balance passes before settled tasks may move */
 	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
 	TIMER_DUTY_PCT = 10,		/* the sampling timer's largest share of its CPU */
@@ -65,7 +67,7 @@ enum locality_consts {
 enum numa_mode {
 	NUMA_OFF	= 0,	/* no policy: cross-node moves whenever a CPU would idle */
 	NUMA_UPSTREAM	= 1,	/* Linux's current rule (imb_numa_nr, NUMA_IMBALANCE_MIN) */
-	NUMA_SEED_V2	= 2,	/* Gorman 2019 v2: imbalance_adj from imbalance_pct, <50% busy */
+	NUMA_IDLE_CPUS	= 2,	/* Gorman's 2019 v2 patch: allowance while the busiest node has idle CPUs */
 };
 
 /*

@@ -32,15 +32,26 @@
  *   also gets node_load_sum (sum of the instantaneous nr per node over all
  *   samples) and load_samples, for mean loads over any period.
  *
- * Policy (numa_mode, --numa-balance). numa_adjust() maps a node imbalance
- * (in tasks) to the part of it that must be corrected:
+ * Policy (numa_mode, --numa-balance). The kernel's load balancer first
+ * classifies the busiest group. An overloaded node (numa_node_overloaded():
+ * more runnable tasks than CPUs at the last sample, and its utilisation or
+ * its runnable average past the capacity with the kernel's imbalance_pct
+ * of 117, group_is_overloaded()) is balanced by its load in tasks, with no
+ * allowance. A node with spare capacity is balanced by idle CPUs: the
+ * imbalance is the destination's idle CPUs minus the source's, idle CPUs
+ * being the node's CPUs minus its utilisation in CPUs (plus new tasks the
+ * average has not taken up yet), and numa_adjust() maps it to the part
+ * that must be corrected:
  *   NUMA_UPSTREAM: 0 if local_running <= imb_numa_nr(local node) and
  *     imbalance <= NUMA_IMBALANCE_MIN (2), else the imbalance unchanged;
  *     local_running counts the task being placed (+1), like the kernel's
- *     local->sum_nr_running + 1.
- *   NUMA_SEED_V2: imbalance - min(imbalance, seed_imb_adj) while the
- *     busiest node is less than half busy (2 * running < its CPUs), else
- *     the imbalance unchanged. seed_imb_adj = 100 / (imbalance_pct - 100) - 1.
+ *     local->sum_nr_running + 1 (adjust_numa_imbalance()).
+ *   NUMA_IDLE_CPUS (Gorman's v2 patch, Dec 2019): imbalance_adj =
+ *     max(2, (busiest CPUs * (imbalance_pct - 100) / 100) >> 1) and
+ *     imbalance_max = busiest CPUs / 2 + imbalance_adj, with the
+ *     imbalance_pct of NUMA domains at the time, 125; the imbalance is 0
+ *     when it is at most imbalance_adj and the busiest node has at least
+ *     imbalance_max idle CPUs, else unchanged.
  *   NUMA_OFF: no policy, see below.
  * A balance move corrects half of what remains (numa_moves(), the
  * kernel's "imbalance >>= 1"): a node pair 3 vs 1 moves one task.
@@ -53,9 +64,14 @@
  *    idle CPUs of d to do it. Steals inside a node are unchanged (they run
  *    on every dispatch).
  * 2. Wake-up push across nodes (push.bpf.c step 5, reached only when
- *    prev's node has no idle allowed CPU): allowed only if numa_moves(prev
- *    node + the waking task, least loaded node) >= 1; the CPU is then taken
- *    from that least loaded node (else anywhere allowed).
+ *    prev's node has no idle allowed CPU): only out of a node that is
+ *    overloaded with the waking task counted, into the least loaded node
+ *    if that one is not (rule 7); the CPU is taken from that node (else
+ *    anywhere allowed). A node with spare capacity keeps its waking tasks,
+ *    as the kernel's wake-up does (it searches only the LLC of prev or of
+ *    the waker): a CPU there frees up soon, and spreading a lightly loaded
+ *    communicating workload over two nodes is Gorman's failure case. The
+ *    balance pass and its steals even out what must be evened out.
  * 2b. Wake-up following the waker (push.bpf.c step 0): a task woken
  *    synchronously (SCX_WAKE_SYNC: pipes, sockets) by a task on another
  *    node takes an idle CPU of the waker's LLC, else of its node, if
@@ -66,10 +82,11 @@
  *    not into a node the task would overload (rule 7); --no-wake-follow
  *    turns it off.
  * 3. New process (fork of a thread-group leader, p->pid == p->tgid) and
- *    exec: stays near its parent (normal push) when numa_adjust(parent
- *    node - least loaded node, busiest = parent node, local_running =
- *    parent node + 1) is 0, i.e. the parent's node is within the
- *    allowance; otherwise it starts on an idle CPU of the least loaded
+ *    exec: stays near its parent (normal push) while the parent's node is
+ *    not overloaded and numa_adjust(idle CPUs of the least loaded node -
+ *    idle CPUs of the parent's node, busiest = parent node, local_running
+ *    = its busy CPUs + 1) is 0, i.e. the parent's node is within the
+ *    allowance, as in the kernel's find_idlest_group(); otherwise it starts on an idle CPU of the least loaded
  *    node that has one allowed ("room"; a fuller node's idle CPU is taken
  *    only while the parent's node is still beyond the allowance against
  *    it), like the kernel's find_idlest_group(). New threads (p->pid != p->tgid) always start near
@@ -104,11 +121,10 @@
  *    The kernel does the same with its stopper thread (active_load_balance)
  *    after repeated failed balance attempts.
  * 7. Overloaded nodes: the allowance is for nodes with spare capacity.
- *    A node with more runnable tasks than CPUs at the last sample
- *    (node_nr_last) is balanced without it, as the kernel balances an
- *    overloaded busiest group: a waking task that finds no idle CPU on its
- *    node may take one on a node that is not overloaded (rule 2 without
- *    numa_moves(); STAT_NUMA_OVERLOAD), and an idle CPU of a node that is
+ *    An overloaded node (see Policy) is balanced without it, as the kernel
+ *    balances an overloaded busiest group: a waking task that finds no
+ *    idle CPU on its node may take one on a node that is not overloaded
+ *    (rule 2; STAT_NUMA_OVERLOAD), and an idle CPU of a node that is
  *    not overloaded may steal from it between passes (pull level 5;
  *    STAT_XNODE_STEAL_OVERLOAD), woken for it by pull_kick_stealer().
  *    Rules 4 and 5 and home nodes still apply, and a task does not follow
@@ -141,7 +157,6 @@
 const volatile u32 numa_mode = NUMA_UPSTREAM;
 const volatile u64 numa_interval_ns = DFL_NUMA_INTERVAL_MS * 1000000ULL;
 const volatile u32 node_imb_nr[MAX_NODES];	/* upstream allowance per node */
-const volatile u32 seed_imb_adj = 3;		/* seed v2: 100 / (125 - 100) - 1 */
 
 #define NODE_MASK	(MAX_NODES - 1)
 #define LLC_MASK	(MAX_LLCS - 1)
@@ -170,6 +185,7 @@ u64 util_last_ns;		/* scx_bpf_now() of the last utilisation sample */
 u32 llc_util[MAX_LLCS];
 u32 llc_util_acc[MAX_LLCS];
 u32 node_load[MAX_NODES];
+u32 node_util[MAX_NODES];	/* sum of cpu_util over the node's CPUs */
 u32 node_placed[MAX_NODES];	/* new tasks placed, not yet in node_load (same fixed point) */
 u64 node_load_sum[MAX_NODES];	/* sum of instantaneous runnable per sample */
 u64 load_samples;
@@ -187,6 +203,7 @@ static void home_balance(u64 now);
 
 /* timer scratch */
 u32 llc_load_acc[MAX_LLCS], node_load_acc[MAX_NODES], node_nr_now[MAX_NODES];
+u32 node_util_acc[MAX_NODES];
 u32 node_nr_last[MAX_NODES];	/* runnable tasks per node at the last whole sample */
 
 /* a node's load as the policy sees it: the average plus what it has not caught up with */
@@ -228,22 +245,57 @@ static __always_inline u32 llc_nr_cpus(u32 l)
 }
 
 /*
- * Rule 7: is node @n overloaded -- more runnable tasks than CPUs at the
- * last sample, counting @extra tasks about to be added? The kernel applies
- * its NUMA allowance only while the busiest group has spare capacity; an
- * overloaded one is balanced without it (calculate_imbalance() returns
- * before adjust_numa_imbalance()). The decayed load cannot tell: hackbench
- * over sockets keeps about one task per CPU on average, yet every wake-up
- * finds its node's CPUs busy while other nodes idle.
+ * Busy CPUs of node @n: its utilisation plus new tasks the average has not
+ * taken up yet, rounded, at most its CPUs.
+ */
+static __always_inline u32 node_busy(u32 n)
+{
+	u32 b = (node_util[n & NODE_MASK] + node_placed[n & NODE_MASK] +
+		 (1 << (LOAD_SHIFT - 1))) >> LOAD_SHIFT;
+
+	return MIN(b, node_nr_cpus(n));
+}
+
+/* idle CPUs of node @n once @extra more tasks run there */
+static __always_inline s32 node_idle(u32 n, u32 extra)
+{
+	s32 i = (s32)node_nr_cpus(n) - (s32)node_busy(n) - (s32)extra;
+
+	return i > 0 ? i : 0;
+}
+
+/*
+ * Rule 7: is node @n overloaded, counting @extra tasks about to be added?
+ * The kernel's group_is_overloaded(): more runnable tasks than CPUs (at
+ * the last sample) and either the utilisation or the runnable average
+ * past the capacity with imbalance_pct 117. The kernel applies its NUMA
+ * allowance only while the busiest group is not overloaded
+ * (calculate_imbalance() returns before adjust_numa_imbalance()). The
+ * task count alone is not enough: a lightly loaded communicating workload
+ * (wakelat at half load) often has more tasks runnable at one instant than
+ * CPUs while its node is a quarter busy, and treating that as overload
+ * spread it over both nodes of numa2 at every wake-up.
  */
 static __always_inline bool numa_node_overloaded(u32 n, u32 extra)
 {
-	return node_nr_last[n & NODE_MASK] + extra > node_nr_cpus(n);
+	u64 cap = (u64)node_nr_cpus(n) << LOAD_SHIFT;
+	u64 placed = node_placed[n & NODE_MASK] + ((u64)extra << LOAD_SHIFT);
+
+	if (node_nr_last[n & NODE_MASK] + extra <= node_nr_cpus(n))
+		return false;
+	return ((u64)node_util[n & NODE_MASK] + placed) * NUMA_IMB_PCT > cap * 100 ||
+	       ((u64)node_load[n & NODE_MASK] + placed) * 100 > cap * NUMA_IMB_PCT;
 }
 
 /* ---- the policy (mirrored by numa.rs, which has the unit tests) ---- */
 
-static __always_inline s32 numa_adjust(s32 imb, u32 busiest_running,
+/*
+ * @imb: idle CPUs of the local (destination) node minus those of the
+ * busiest; @busiest_idle, @busiest_cpus: the busiest node's idle CPUs and
+ * CPUs; @local_running: tasks running on the local node with the one to
+ * be moved. Returns the part of @imb to correct.
+ */
+static __always_inline s32 numa_adjust(s32 imb, s32 busiest_idle,
 				       u32 busiest_cpus, u32 local_running,
 				       u32 local_imb_nr)
 {
@@ -252,21 +304,36 @@ static __always_inline s32 numa_adjust(s32 imb, u32 busiest_running,
 	if (numa_mode == NUMA_UPSTREAM) {
 		if (local_running <= local_imb_nr && imb <= NUMA_IMBALANCE_MIN)
 			return 0;
-	} else if (numa_mode == NUMA_SEED_V2) {
-		if (busiest_running * 2 < busiest_cpus)
-			return imb - MIN(imb, (s32)seed_imb_adj);
+	} else if (numa_mode == NUMA_IDLE_CPUS) {
+		s32 adj = (s32)(busiest_cpus * (NUMA_IMB_PCT_2019 - 100) / 100) >> 1;
+		s32 max;
+
+		if (adj < 2)
+			adj = 2;
+		max = (s32)(busiest_cpus >> 1) + adj;
+		if (imb <= adj && busiest_idle >= max)
+			return 0;
 	}
 	return imb;
 }
 
-/* Tasks that may move from @src to @dst; @extra: runnable tasks of src not in its load yet. */
+/*
+ * Tasks that may move from @src to @dst; @extra: runnable tasks of src not
+ * in its load yet (a waking task). An overloaded @src is balanced by load
+ * in tasks, without the allowance; otherwise by idle CPUs, with it.
+ */
 static __always_inline u32 numa_moves(u32 src, u32 dst, u32 extra)
 {
-	u32 s = node_tasks(src) + extra, d = node_tasks(dst);
-	s32 adj = numa_adjust((s32)s - (s32)d, s, node_nr_cpus(src), d + 1,
-			      node_imb_nr[dst & NODE_MASK]);
+	s32 imb, si;
 
-	return adj > 0 ? adj >> 1 : 0;
+	if (numa_node_overloaded(src, extra)) {
+		imb = (s32)(node_tasks(src) + extra) - (s32)node_tasks(dst);
+	} else {
+		si = node_idle(src, extra);
+		imb = numa_adjust(node_idle(dst, 0) - si, si, node_nr_cpus(src),
+				  node_busy(dst) + 1, node_imb_nr[dst & NODE_MASK]);
+	}
+	return imb > 0 ? (u32)imb >> 1 : 0;
 }
 
 /* the least loaded node not in @skip (a mask of node ids), or -1 */
@@ -473,17 +540,14 @@ static s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork)
 	if (d < 0)
 		return -1;
 	/*
-	 * Rule 7: prev's node has no idle CPU for @p, so with @p it is
-	 * overloaded. A node that is not (at its last sample) takes @p
-	 * whatever the allowance says.
+	 * Rules 2 and 7: only out of an overloaded node, into one that is
+	 * not; a node with spare capacity keeps @p queued near prev.
 	 */
-	if (!numa_moves(src, d, 1)) {
-		if (numa_node_overloaded(d, 1)) {
-			stat_inc(STAT_NUMA_PUSH_KEPT);
-			return -1;
-		}
-		stat_inc(STAT_NUMA_OVERLOAD);
+	if (!numa_node_overloaded(src, 1) || numa_node_overloaded(d, 1)) {
+		stat_inc(STAT_NUMA_PUSH_KEPT);
+		return -1;
 	}
+	stat_inc(STAT_NUMA_OVERLOAD);
 	cpu = numa_idle_in_node(p, d);
 	if (cpu < 0)
 		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
@@ -506,9 +570,10 @@ static s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork)
 static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
 {
 	struct task_ctx *tctx;
-	u32 src, s, dl, k;
-	s32 d, cpu, adj;
+	u32 src, k;
+	s32 d, cpu, adj, si;
 	u64 now, tried;
+	bool over;
 
 	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_valid(prev_cpu))
 		return -1;
@@ -517,15 +582,15 @@ static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
 	src = cpu_node[prev_cpu & CPU_MASK];
 	if (numa_cross_candidate(tctx, now, src) < 0)
 		return -1;
-	s = node_tasks(src);
+	over = numa_node_overloaded(src, 1);
+	si = node_idle(src, 0);
 	tried = 1ULL << (src & NODE_MASK);
 	bpf_for(k, 1, nr_nodes) {
 		d = numa_least_loaded(tried);
 		if (d < 0)
 			break;
-		dl = node_tasks(d);
-		adj = numa_adjust((s32)s - (s32)dl, s, node_nr_cpus(src), s + 1,
-				  node_imb_nr[src & NODE_MASK]);
+		adj = over ? 1 : numa_adjust(node_idle(d, 0) - si, si, node_nr_cpus(src),
+					     node_busy(src) + 1, node_imb_nr[src & NODE_MASK]);
 		if (adj <= 0) {
 			/* the least loaded node left is within the allowance */
 			stat_inc(STAT_NUMA_NEW_LOCAL);
@@ -679,6 +744,7 @@ static void numa_load_begin(void)
 		if (i >= MAX_NODES)
 			break;
 		node_load_acc[i] = 0;
+		node_util_acc[i] = 0;
 		node_nr_now[i] = 0;
 	}
 }
@@ -733,6 +799,7 @@ static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr, bool busy
 	llc_util_acc[l & LLC_MASK] += u;
 	llc_load_acc[l & LLC_MASK] += v;
 	node_load_acc[n & NODE_MASK] += v;
+	node_util_acc[n & NODE_MASK] += u;
 	node_nr_now[n & NODE_MASK] += nr;
 }
 
@@ -752,6 +819,7 @@ static void numa_load_end(u64 now)
 		if (i >= MAX_NODES)
 			break;
 		node_load[i] = node_load_acc[i];
+		node_util[i] = node_util_acc[i];
 		/* the average took up 1/2^LOAD_DECAY_SHIFT of what it lagged */
 		if (node_placed[i])
 			__sync_fetch_and_sub(&node_placed[i],
