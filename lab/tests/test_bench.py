@@ -484,12 +484,14 @@ def test_colocation_counts_a_tick_with_three_on_one_node():
 def test_numa_pair_benchmark_cases_and_figures():
     b = bench.load_benchmark("numa-pair")
     cases = {c.label: c for c in b.cases()}
-    assert set(cases) == {"hackbench-pair", "netperf-stream"}
+    assert set(cases) == {"hackbench-pair", "hackbench-pair-after-stress", "netperf-stream"}
     assert cases["hackbench-pair"].command.startswith("hackbench -p -T -g 1 -f 1 -l ")
+    after = cases["hackbench-pair-after-stress"].command
+    assert after.startswith("stress-ng --affinity") and "-t 10 " in after and "hackbench -p -T -g 1 -f 1" in after
     assert "{" not in cases["hackbench-pair"].command  # the choice's {loops} was filled in
     assert "-t TCP_STREAM" in cases["netperf-stream"].command and "127.0.0.2" in cases["netperf-stream"].command
     assert all(c.ticks for c in cases.values()) and b.colocation_tasks == 2
-    assert {f.name: f.cases for f in b.figures} == {"hackbench-time": ["hackbench-pair"],
+    assert {f.name: f.cases for f in b.figures} == {"hackbench-time": ["hackbench-pair", "hackbench-pair-after-stress"],
                                                     "netperf-throughput": ["netperf-stream"]}
     small = bench.load_benchmark("numa-pair:loops=1000:pair=hackbench-pair")
     assert [c.command for c in small.cases()] == ["hackbench -p -T -g 1 -f 1 -l 1000"]

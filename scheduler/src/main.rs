@@ -176,6 +176,12 @@ struct Opts {
     #[arg(long)]
     no_wake_follow: bool,
 
+    /// NUMA policy: place a new process on the least loaded node at fork
+    /// too, not only at exec (a forked child then starts away from the
+    /// memory it shares with its parent).
+    #[arg(long)]
+    place_at_fork: bool,
+
     /// A task woken synchronously by a task in another LLC of its node is
     /// not moved to an idle CPU of the waker's LLC (push.bpf.c step 0b,
     /// the kernel's wake_affine(); A/B switch).
@@ -554,6 +560,7 @@ impl<'a> Scheduler<'a> {
         r.steal_cross_node = mode == NumaBalance::Off;
         r.push_cross_node = !opts.no_push_cross_node;
         r.wake_follow = !opts.no_wake_follow;
+        r.place_at_fork = opts.place_at_fork;
         r.wake_affine = !opts.no_wake_affine;
         r.numa_mode = mode.bpf_mode();
         r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;

@@ -113,6 +113,7 @@ const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up p
 const volatile bool steal_cross_node;
 const volatile bool push_cross_node = true;
 const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */
+const volatile bool place_at_fork;	/* numa.bpf.c rule 3: fork too, not only exec */
 const volatile bool wake_affine = true;	/* push.bpf.c step 0b */
 
 const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */
@@ -424,17 +425,17 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	s32 cpu = -1;
 
 	/*
-	 * A new process (fork of a group leader) or an exec'd one: the NUMA
-	 * policy may start it on the least loaded node. New threads and
-	 * everything else: the normal push, near prev (for a new task that is
-	 * its parent's CPU).
+	 * An exec'd program (and, with --place-at-fork, a new process): the
+	 * NUMA policy may start it on the least loaded node. New threads,
+	 * forked children and everything else: the normal push, near prev
+	 * (for a new task that is its parent's CPU).
 	 */
 	if (tctx && tctx->exec_pending) {
 		tctx->exec_pending = 0;
 		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_EXEC);
 		if (cpu >= 0)
 			numa_note_placed(cpu);
-	} else if (is_fork && p->pid == p->tgid) {
+	} else if (place_at_fork && is_fork && p->pid == p->tgid) {
 		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
 	}
 	if (cpu < 0 && !is_fork)

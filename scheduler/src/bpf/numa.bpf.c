@@ -81,16 +81,19 @@
  *    Only for tasks with few partners (numa_few_partners(), below) and
  *    not into a node the task would overload (rule 7); --no-wake-follow
  *    turns it off.
- * 3. New process (fork of a thread-group leader, p->pid == p->tgid) and
- *    exec: stays near its parent (normal push) while the parent's node is
+ * 3. Exec (and, with --place-at-fork, a new process: fork of a thread-group
+ *    leader, p->pid == p->tgid): stays near its parent (normal push) while the parent's node is
  *    not overloaded and numa_adjust(idle CPUs of the least loaded node -
  *    idle CPUs of the parent's node, busiest = parent node, local_running
  *    = its busy CPUs + 1) is 0, i.e. the parent's node is within the
  *    allowance, as in the kernel's find_idlest_group(); otherwise it starts on an idle CPU of the least loaded
  *    node that has one allowed ("room"; a fuller node's idle CPU is taken
  *    only while the parent's node is still beyond the allowance against
- *    it), like the kernel's find_idlest_group(). New threads (p->pid != p->tgid) always start near
- *    their parent (its LLC, then node) through the normal push.
+ *    it), like the kernel's find_idlest_group(). Bligh and Hohnbaum balanced at exec
+ *    only: code that forks and never execs stays on its node, with the memory
+ *    it shares with its parent; the balance pass spreads it if it must. New
+ *    threads and forked children start near their parent (its LLC, then
+ *    node) through the normal push.
  *    Exec: sched_ext never calls ops.select_cpu for exec (the kernel
  *    returns prev_cpu for WF_EXEC before asking the BPF scheduler, and
  *    the headers have no SCX_WAKE_EXEC), so a
