@@ -871,17 +871,19 @@ impl Placer {
     }
 
     fn sample_proc(&mut self, pid: u32) {
-        let Some(stat) = read(&format!("/proc/{pid}/stat")) else { return };
-        let Some(f) = stat_fields(&stat) else { return };
-        let flags: u64 = f.get(6).and_then(|s| s.parse().ok()).unwrap_or(0);
-        if flags & PF_KTHREAD != 0 {
-            return;
-        }
-        // statm: size resident shared ... (pages); anon ~ resident - shared
+        // statm first: size resident shared ... (pages); anon ~ resident -
+        // shared. Kernel threads (all zeros) and small processes stop here,
+        // one short read each instead of two.
         let Some(statm) = read(&format!("/proc/{pid}/statm")) else { return };
         let v: Vec<u64> = statm.split_whitespace().filter_map(|s| s.parse().ok()).collect();
         if v.len() < 3 || v[1].saturating_sub(v[2]) * self.page < MIN_RSS_MB << 20 {
             self.procs.remove(&pid);
+            return;
+        }
+        let Some(stat) = read(&format!("/proc/{pid}/stat")) else { return };
+        let Some(f) = stat_fields(&stat) else { return };
+        let flags: u64 = f.get(6).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if flags & PF_KTHREAD != 0 {
             return;
         }
         let nn = self.o.nr_nodes.max(1);

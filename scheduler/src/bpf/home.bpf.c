@@ -122,24 +122,34 @@ static __always_inline void home_running(struct task_struct *p, struct task_ctx 
 static __always_inline void home_mark(s32 cpu, u32 to, u64 now)
 {
 	active_at[cpu & CPU_MASK] = now;
+	active_pid[cpu & CPU_MASK] = cpu_diag[cpu & CPU_MASK].run_pid;
 	active_to[cpu & CPU_MASK] = to + 1;
 	kick_cpu(cpu, SCX_KICK_PREEMPT);
 	stat_inc(STAT_HOME_ACTIVE);
 }
 
+/* pass number in which each (from * MAX_NODES + to) node pair was served */
+u32 home_pair_pass[MAX_NODES * MAX_NODES];
+u32 home_pass;
+
+static __always_inline u32 *home_pair(u32 from, u32 to)
+{
+	return &home_pair_pass[(from * MAX_NODES + to) & (MAX_NODES * MAX_NODES - 1)];
+}
+
 /*
  * 4. From the balance pass: send running tasks that are away from home
  * back, to an idle CPU there or in a swap. One move per (from, to) node
- * pair per pass, at most MAX_NODES pairs looked at.
+ * pair per pass, any number of nodes.
  */
 static void home_balance(u64 now)
 {
 	const struct cpumask *idle;
-	u64 done = 0;	/* bit (from * 8 + to) for nodes < 8: pair served */
-	u32 i, j;
+	u32 i, j, pass;
 
 	if (!home_enabled || nr_nodes < 2)
 		return;
+	pass = ++home_pass;
 	idle = scx_bpf_get_idle_cpumask();
 	bpf_for(i, 0, nr_cpus) {
 		u32 c = i & CPU_MASK, from, to;
@@ -153,7 +163,7 @@ static void home_balance(u64 now)
 			continue;
 		from = cpu_node[c];
 		to = h;
-		if (from == to || from >= 8 || to >= 8 || (done & (1ULL << (from * 8 + to))))
+		if (from == to || from >= MAX_NODES || to >= MAX_NODES || *home_pair(from, to) == pass)
 			continue;
 		/* an idle CPU at home? (the task's own affinity is checked at the move) */
 		room = false;
@@ -171,10 +181,10 @@ static void home_balance(u64 now)
 		}
 		if (!room && partner < 0)
 			continue;
-		done |= 1ULL << (from * 8 + to);
+		*home_pair(from, to) = pass;
 		home_mark(c, to, now);
 		if (!room) {
-			done |= 1ULL << (to * 8 + from);
+			*home_pair(to, from) = pass;
 			home_mark(partner, from, now);
 			stat_inc(STAT_HOME_SWAP);
 		}

@@ -199,6 +199,7 @@ u64 numa_last_pass_ns;
 u32 node_unused[MAX_NODES];	/* passes in a row whose budget was not spent */
 s32 active_to[MAX_CPUS];	/* rule 6: node to send this CPU's preempted task to, +1; 0 none */
 u64 active_at[MAX_CPUS];	/* ... marked then; a mark older than one interval is void */
+s32 active_pid[MAX_CPUS];	/* ... for the task that was running there then */
 
 /* home.bpf.c, included after this file */
 static bool home_may_leave(struct task_struct *p, struct task_ctx *tctx, u32 n);
@@ -443,8 +444,8 @@ static s32 numa_active_take(struct task_struct *p, s32 cpu, bool *claimed)
 		active_to[cpu & CPU_MASK] = 0;
 		return -1;
 	}
-	/* only the task that was running here, and only one of them */
-	if (!tctx || tctx->last_cpu != cpu || p->nr_cpus_allowed < 2 ||
+	/* only the task that was running here when marked, and only once */
+	if (!tctx || p->pid != active_pid[cpu & CPU_MASK] || p->nr_cpus_allowed < 2 ||
 	    (p->flags & PF_KTHREAD) || !numa_task_may_cross(tctx, now))
 		return -1;
 	to = __sync_lock_test_and_set(&active_to[cpu & CPU_MASK], 0) - 1;
@@ -490,6 +491,7 @@ static void numa_active_kick(u32 src, u32 d)
 	if (best < 0)
 		return;
 	active_at[best & CPU_MASK] = scx_bpf_now();
+	active_pid[best & CPU_MASK] = cpu_diag[best & CPU_MASK].run_pid;
 	active_to[best & CPU_MASK] = d + 1;
 	kick_cpu(best, SCX_KICK_PREEMPT);
 	stat_inc(STAT_NUMA_ACTIVE_KICK);
