@@ -9,29 +9,7 @@
 //! Seed: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
 //! v3, 2025; upstream 7.2, CONFIG_SCHED_CACHE, load-balance only).
 //!
-//! Measured (lab, QEMU TCG, 2026-11-23; share = the process's running
-//! samples in its top LLC). spr-1n2llc (one node, 2 LLCs x 4 CPUs, no
-//! SMT), `bin/lab bench --machine spr-1n2llc --bench cache-hackbench --runs 3
-//! --sched "eevdf,scx_locality,scx_locality:--cache-aware"`, hackbench -T 1
-//! group: 1 pair 100% under all three; 2 pairs (4 threads, about 2.2 CPUs
-//! busy) 99.4-100% with this mechanism in 6 of 6 case-boots (lowest 98.1%),
-//! 76-77% without it, EEVDF 98-99%; 4 and 8 pairs spread (51-58%) under
-//! all. Time against EEVDF with it: pipe +3.4, -5.6, +6.8, -1.8%; socket
-//! -9.3, +6.0*, +14.0, +16.7%* (+ faster, * significant, CoV 3-9%).
-//! What 2 pairs needed was utilisation from run time (numa.bpf.c): the
-//! sampled idle bit read the LLC as over 85% busy and overloaded, and the
-//! preference was dropped several times a second (83% before). push.bpf.c's
-//! wake affine step helped less clearly: before that fix, with it 98% pipe
-//! and 91% socket, without it 93% and 86% (3 boots). epyc-l3numa (one LLC per node, 2
-//! cores x 2 SMT per LLC): 1 pair 100% with and without it; from 2 pairs
-//! the process's running threads (about 2.2) are more than 80% of an LLC's
-//! 2 cores, so it has no preference and spreads, as under EEVDF (whose
-//! kernel has CONFIG_SCHED_CACHE). `--bench "cache-hackbench:pairs=1/2,
-//! cache-instances" --runs 2`: 1 pair 100% in 4 of 4 case-boots (EEVDF
-//! 100%); 2 pairs 48-54% (EEVDF 66-74%); time against EEVDF -1.0, -7.7%
-//! pipe, -10.2, +1.7% socket, none significant (CoV up to 9%). Four
-//! concurrent 1-pair instances: each on its own LLC in 4 of 4 case-boots,
-//! 16 of 16 instances >= 95% in it (EEVDF: 2 of 4, 11 of 16).
+//! Measurements behind the defaults are in docs/decisions.md.
 //!
 //! This module mirrors the BPF decision rules as pure functions (the unit
 //! tests below pin them), checks the knobs, and reads the per-process map

@@ -141,20 +141,9 @@
 //! share of its pages on that node; 1.0 when pages sit where threads run in
 //! the same proportions.
 //!
-//! Measured (numa2, QEMU TCG, 2026-11; lab/tests/test_memory_lab.py and
-//! lab/benchmarks/memory-jbb2.toml): 128 MB first touched on node 1,
-//! computed on from node 0 by 4 threads, reaches 90% locality in 10-11 s on
-//! a quiet host, 24.6 s with the host loaded (the guest migrates 10-35
-//! MB/s: copying is CPU-bound under TCG); --memory=off leaves it at 0%.
-//! Budget 4 MB/s: pgmigrate_success sampled every second peaked at 3.7
-//! MB/s. Two 4-thread jbb instances (`bin/lab bench --machine numa2 --bench
-//! memory-jbb2 --runs 3`, 2026-11-23): without home nodes the BPF side
-//! spread each over both nodes (weaker instance's busiest-node share 0.52,
-//! heap locality 0.08); with them both settle, share 0.996 and locality
-//! 1.00 in every boot (EEVDF with NUMA balancing 0.74 and 0.90), ops/s
-//! -6.8% against EEVDF (n.s.); --memory-node-affinity also settles them
-//! (0.99, 1.00 in session 2). TCG does not make remote memory slower, so
-//! throughput there shows overhead and noise, not locality.
+//! Measurements behind the defaults are in docs/decisions.md. TCG does not
+//! make remote memory slower, so throughput there shows overhead and noise,
+//! not locality.
 
 use serde::{Deserialize, Serialize};
 use scx_stats_derive::Stats;
