@@ -348,6 +348,7 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
     text-patching int3 at any time (tcg_text_patch_oops), is booted once more (in RUN_DIR-retry).
     on_step_end(step index, exit code), if given, is called as each step's command ends in the guest."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    machines.check_host(m)
     result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end)
     first = Path(result.run_dir)
     if result.boot_hung or crashed_before_job(first):
