@@ -301,14 +301,17 @@ def qemu_command(m: machines.Machine, vmlinuz: Path, initrd: Path, ctl_log: Path
 
 
 def new_run_dir(machine: str, label: str = "run") -> Path:
+    """A new run folder; mkdir without exist_ok, so that two runs started in the same second never share one."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    d = paths.runs_dir() / f"{stamp}-{label}-{machine}"
+    paths.runs_dir().mkdir(parents=True, exist_ok=True)
     n = 1
-    while d.exists():
-        n += 1
-        d = paths.runs_dir() / f"{stamp}-{label}-{machine}-{n}"
-    d.mkdir(parents=True)
-    return d
+    while True:
+        d = paths.runs_dir() / (f"{stamp}-{label}-{machine}" + (f"-{n}" if n > 1 else ""))
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            n += 1
 
 
 # A guest kernel that dies while booting, before the job starts, under QEMU TCG: seen here now and then as
