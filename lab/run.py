@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pwd
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import threading
 import time
 import tomllib
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from . import image, machines, paths, setup
@@ -38,6 +41,8 @@ EXIT_SCHED = 5
 EXIT_TIMEOUT = 6
 EXIT_MACHINE = 7
 EXIT_INTERNAL = 8
+
+QEMU = "qemu-system-x86_64"
 
 SCHED_REGISTRY = paths.REPO / "lab" / "schedulers.toml"
 KERNEL_ARGS = "console=ttyS0 quiet loglevel=4 panic=-1"
@@ -292,11 +297,53 @@ def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) ->
     result.steps = step_results
 
 
+@lru_cache(maxsize=None)
+def qemu_has_seccomp(qemu: str = QEMU) -> bool:
+    """Whether this QEMU was built with its seccomp sandbox (-sandbox): it then links libseccomp."""
+    path = shutil.which(qemu)
+    if path is None:
+        raise setup.SetupMissing(f"{qemu} is not installed; run: bin/lab setup")
+    r = subprocess.run(["ldd", path], capture_output=True, text=True)
+    if "libseccomp" not in r.stdout:
+        print(f"lab: warning: {path} has no seccomp sandbox (-sandbox); guests run without it",
+              file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def qemu_confinement() -> list[str]:
+    """QEMU options that limit what a guest (or a QEMU it has broken into) can reach on the host.
+
+    No network device at all (-nic none); no monitor, disk, shared folder or display (-nodefaults and the
+    command line name none). The seccomp sandbox denies obsolete system calls, fork/exec (spawn) and
+    scheduler/priority changes (resourcecontrol). As root, QEMU also drops to user nobody once it has opened
+    its files (the kernel, the initrd, ctl.log); set*id calls must then stay allowed for that drop, which is
+    harmless: after it QEMU holds no capability and runs with no_new_privs, so it cannot become root again."""
+    args = ["-nic", "none"]
+    if not qemu_has_seccomp():
+        return args
+    drop = os.geteuid() == 0 and _has_user("nobody")
+    args += ["-sandbox", "on,obsolete=deny,elevateprivileges=" + ("allow" if drop else "deny")
+             + ",spawn=deny,resourcecontrol=deny"]
+    if drop:
+        args += ["-run-with", "user=nobody"]
+    return args
+
+
+def _has_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
 def qemu_command(m: machines.Machine, vmlinuz: Path, initrd: Path, ctl_log: Path) -> list[str]:
-    return ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max",
+    return [QEMU, "-accel", "tcg,thread=multi", "-cpu", "max",
             *m.qemu_topology_args(),
             "-kernel", str(vmlinuz), "-initrd", str(initrd), "-append", KERNEL_ARGS,
             "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
+            *qemu_confinement(),
             "-serial", "stdio", "-serial", f"file:{ctl_log}"]
 
 
