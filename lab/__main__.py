@@ -11,8 +11,9 @@ Commands:
   soak                  reliability suite (stress, hotplug, cgroups, RT hog, pinning, start/stop, kill -9)
 
 Exit codes of `run`: 0 ok, 1 the command failed, 2 bad usage, 3 setup missing, 4 topology mismatch,
-5 scheduler failed to start or was ejected, 6 timeout (guest killed), 7 unknown or malformed machine,
-8 internal error (QEMU or the guest protocol broke).
+5 scheduler failed to start or was ejected, 6 timeout (the command or the guest killed), 7 unknown or malformed
+machine, 8 internal error (QEMU or the guest protocol broke, or the lab itself failed),
+130 interrupted (SIGINT, SIGTERM or SIGHUP; every QEMU the lab started is killed).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import argparse
 import json
 import shlex
 import sys
+import traceback
 from dataclasses import asdict
 
 from . import image, machines, run, setup, soak
@@ -63,8 +65,14 @@ def cmd_run(args) -> int:
     m = machines.load(args.machine)
     spec = run.parse_sched(args.sched)
     command = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
-    result = run.run_job(m, [run.Step(spec, command)], timeout_s=args.timeout, build_scheduler=not args.no_build)
+    # The guest bounds the command itself (timeout(1)), so that a command past --timeout is killed there and the
+    # guest's kernel log still comes back; the host's limit for the whole boot stays behind it.
+    result = run.run_job(m, [run.Step(spec, command, timeout_s=args.timeout)], timeout_s=args.timeout,
+                         build_scheduler=not args.no_build)
     step = result.steps[0] if result.steps else run.StepResult(sched=spec.label)
+    if step.cmd_timed_out:
+        print(f"lab: error: the command ran past --timeout {args.timeout} s and was killed in the guest "
+              f"(exit {step.cmd_exit}); its kernel log: {result.kernel_log}", file=sys.stderr)
     if result.topology_ok is False:
         print(f"lab: error: the guest's topology does not match {m.path}:\n{run.topology_report(result)}",
               file=sys.stderr)
@@ -79,7 +87,7 @@ def cmd_run(args) -> int:
         "cmd_seconds": step.cmd_seconds, "sched_exit_kind": step.sched_exit_kind,
         "sched_exit_reason": step.sched_exit_reason, "sched_ejected": step.sched_ejected,
         "sched_start_error": step.sched_start_error, "topology_ok": result.topology_ok,
-        "timed_out": result.timed_out, "kernel_log": result.kernel_log, "run_dir": result.run_dir,
+        "cmd_timed_out": step.cmd_timed_out, "timed_out": result.timed_out, "kernel_log": result.kernel_log, "run_dir": result.run_dir,
         "exit": result.exit_code(),
     }
     print(json.dumps(final), flush=True)
@@ -122,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--machine", default="numa2", help="machine name (see `bin/lab machines`) or a .toml path")
     s.add_argument("--sched", default="eevdf", help="NAME[:ARGS], e.g. scx_locality:--no-steal (default eevdf)")
     s.add_argument("--timeout", type=int, default=600,
-                   help="seconds the command may run (boot and scheduler start get extra time); default 600")
+                   help="seconds the command may run; the guest kills it then (exit 6) and still sends its kernel "
+                        "log (boot and scheduler start get extra time); default 600")
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
     s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD... (run by the guest's /bin/sh)")
     s.set_defaults(func=cmd_run)
@@ -167,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM and SIGHUP unwind like Ctrl-C, so that no QEMU outlives bin/lab (see run.Interrupted)
+    run.install_signal_handlers()
     p = build_parser()
     args = p.parse_args(argv)
     if getattr(args, "command", None) and args.command[0] == "--":
@@ -183,9 +194,18 @@ def main(argv: list[str] | None = None) -> int:
         _, prefix, code = next(f for f in failures if isinstance(e, f[0]))
         print(f"lab: error: {prefix}{e}", file=sys.stderr)
         return code
-    except KeyboardInterrupt:
-        print("lab: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        killed = run.kill_all_guests()  # run_job has done it already; this is the last resort
+        name = e.args[0] if isinstance(e, run.Interrupted) else "SIGINT"
+        print(f"lab: interrupted ({name}); no QEMU of this run is left" +
+              (f" (killed pid {', '.join(map(str, killed))})" if killed else ""), file=sys.stderr)
+        return run.EXIT_INTERRUPTED
+    except Exception as e:
+        killed = run.kill_all_guests()
+        traceback.print_exc()
+        print(f"lab: internal error: {type(e).__name__}: {e} (the traceback is above"
+              + (f"; killed QEMU pid {', '.join(map(str, killed))}" if killed else "") + ")", file=sys.stderr)
+        return run.EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import tomllib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -41,6 +42,7 @@ EXIT_SCHED = 5
 EXIT_TIMEOUT = 6
 EXIT_MACHINE = 7
 EXIT_INTERNAL = 8
+EXIT_INTERRUPTED = 130  # SIGINT, SIGTERM or SIGHUP (128 + SIGINT, as shells report it); every QEMU was killed
 
 QEMU = "qemu-system-x86_64"
 
@@ -117,6 +119,8 @@ class StepResult:
     cmd_seconds: float | None = None
     # the scheduler process outlived SIGINT and SIGKILL at the stop (asleep in the kernel); the guest left it
     sched_stuck: bool = False
+    # the command ran past its Step.timeout_s and the guest's timeout(1) killed it
+    cmd_timed_out: bool = False
 
 
 @dataclass
@@ -146,6 +150,8 @@ class RunResult:
         for s in self.steps:
             if s.sched_start_error or s.sched_ejected or s.sched_stuck:
                 return EXIT_SCHED
+        if any(s.cmd_timed_out for s in self.steps):
+            return EXIT_TIMEOUT
         for s in self.steps:
             if s.cmd_exit != 0:
                 return EXIT_CMD_FAILED
@@ -273,6 +279,10 @@ def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) ->
             cur_step.cmd_exit = int(rest[1])
             if int(rest[0]) in cmd_began:
                 cur_step.cmd_seconds = round(float(rest[2]) - cmd_began[int(rest[0])], 3)
+            limit = steps[int(rest[0])].timeout_s
+            # timeout(1)'s kill, not the command's own status: the command had run its whole budget
+            cur_step.cmd_timed_out = bool(limit) and cur_step.cmd_exit in CMD_TIMED_OUT and (
+                cur_step.cmd_seconds is None or cur_step.cmd_seconds >= limit - 1)
         elif tag == "sched-stop" and cur_step is not None:
             kv = dict(w.split("=", 1) for w in rest if "=" in w)
             cur_step.sched_exit_code = int(kv.get("rc", "-1"))
@@ -396,7 +406,8 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
     """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run.
     A guest that crashes or hangs while booting, before the job began, or that oopses on the emulator's
     text-patching int3 at any time (tcg_text_patch_oops), is booted once more (in RUN_DIR-retry).
-    on_step_end(step index, exit code), if given, is called as each step's command ends in the guest."""
+    on_step_end(step index, exit code), if given, is called as each step's command ends in the guest.
+    On an exception or a signal every QEMU started here is killed before it propagates."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     machines.check_host(m)
     result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end)
@@ -441,6 +452,70 @@ class _CtlWatcher:
                     self.on_step_end(int(words[1]), int(words[2]))
 
 
+# Every QEMU this process has running, so that a signal or an exception anywhere can kill them all.
+_LIVE: set[subprocess.Popen] = set()
+
+
+def _kill_guest(proc: subprocess.Popen) -> None:
+    """SIGKILL QEMU's whole process group (it runs in its own session) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    _LIVE.discard(proc)
+
+
+def kill_all_guests() -> list[int]:
+    """Kill every QEMU still running (the last resort of bin/lab's signal and exception handling)."""
+    pids = []
+    for proc in list(_LIVE):
+        if proc.poll() is None:
+            pids.append(proc.pid)
+        _kill_guest(proc)
+    return pids
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_held = {"depth": 0, "pending": None}
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP as an exception, so that every cleanup on the way out runs (Python's default
+    for SIGTERM and SIGHUP is to die at once, leaving QEMU running)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _on_signal(signum, _frame) -> None:
+    if _held["depth"]:
+        _held["pending"] = _held["pending"] or signum
+        return
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> None:
+    """bin/lab's handlers: SIGINT, SIGTERM and SIGHUP raise Interrupted (see signals_held)."""
+    for s in _SIGNALS:
+        signal.signal(s, _on_signal)
+
+
+@contextmanager
+def signals_held():
+    """Hold the signals of install_signal_handlers for a short critical section (starting QEMU and noting it;
+    killing it and removing its files) and raise the first one that came once it is over."""
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        if not _held["depth"] and _held["pending"]:
+            signum, _held["pending"] = _held["pending"], None
+            raise Interrupted(signum)
+
+
 def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None,
                   stream, log, build_scheduler: bool, on_step_end=None) -> RunResult:
     rel, vmlinuz, _ = setup.kernel_files()
@@ -460,23 +535,50 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
     ov = m.llc_override()
     if ov:
         job_files["/lab/llc-override.json"] = (json.dumps(ov, indent=1) + "\n").encode()
-    job_cpio = image.job_archive(job_files, run_dir / "job.cpio")
-    initrd = run_dir / "initrd.img"
-    with open(initrd, "wb") as out:
-        for part in (job_cpio, base):  # uncompressed first: the kernel cannot resume after a gzip member
-            with open(part, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    out.write(chunk)
     ctl = run_dir / "ctl.log"
     console = run_dir / "console.log"
-    cmd = qemu_command(m, vmlinuz, initrd, ctl)
-    (run_dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
+    initrd = run_dir / "initrd.img"
     result = RunResult(machine=m.name, run_dir=str(run_dir), kernel_log=str(run_dir / "kernel.log"),
                        topology_expected=expected_topology_text(m).splitlines())
-    log(f"lab: booting {m.name} ({m.nr_cpus} vCPUs, kernel {rel}); run folder {run_dir}")
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = None
+    try:
+        job_cpio = image.job_archive(job_files, run_dir / "job.cpio")
+        with open(initrd, "wb") as out:
+            for part in (job_cpio, base):  # uncompressed first: the kernel cannot resume after a gzip member
+                with open(part, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        out.write(chunk)
+        cmd = qemu_command(m, vmlinuz, initrd, ctl)
+        (run_dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
+        log(f"lab: booting {m.name} ({m.nr_cpus} vCPUs, kernel {rel}); run folder {run_dir}")
+        t0 = time.monotonic()
+        with signals_held():  # no signal between QEMU's start and its registration
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            _LIVE.add(proc)
+        _supervise(proc, m, steps, timeout_s, run_dir, result, stream, log, on_step_end, t0)
+    finally:
+        # An exception or a signal (KeyboardInterrupt, Interrupted) leaves no QEMU and no initrd copy behind;
+        # signals are held meanwhile so that a second Ctrl-C cannot cut this short.
+        with signals_held():
+            if proc is not None and proc.poll() is None:
+                _kill_guest(proc)
+                log(f"lab: stopped the guest (QEMU pid {proc.pid}); its logs so far are in {run_dir}")
+            _LIVE.discard(proc)
+            initrd.unlink(missing_ok=True)
+    parse_ctl(ctl.read_text(errors="replace") if ctl.exists() else "", run_dir, result, steps)
+    if not (run_dir / "kernel.log").exists():
+        # The guest never sent its dmesg (hang, crash): the console is the best kernel log there is.
+        (run_dir / "kernel.log").write_bytes(console.read_bytes() if console.exists() else b"")
+    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n")
+    return result
+
+
+def _supervise(proc, m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path, result: RunResult,
+               stream, log, on_step_end, t0: float) -> None:
+    """Stream the console, watch the records, and kill the guest past its time limits."""
+    console = run_dir / "console.log"
+    ctl = run_dir / "ctl.log"
 
     def pump():
         with open(console, "wb") as fh:
@@ -489,7 +591,9 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
 
     th = threading.Thread(target=pump, daemon=True)
     th.start()
-    limit = m.boot_timeout_s + timeout_s + sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
+    # Steps bounded in the guest get the kill's grace (timeout -k 10) and the sending of their logs on top.
+    limit = (m.boot_timeout_s + timeout_s + sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
+             + sum(30 for s in steps if s.timeout_s))
     watch = _CtlWatcher(ctl, on_step_end)
     while True:
         try:
@@ -501,25 +605,18 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
         elapsed = time.monotonic() - t0
         if not watch.booted and elapsed > m.boot_timeout_s:
             why = f"the guest did not boot within {m.boot_timeout_s} s"
-            result.boot_hung = True
+            result.timed_out = result.boot_hung = True
         elif elapsed > limit:
             why = f"the guest did not finish within {limit} s"
+            result.timed_out = True
         else:
             continue
-        result.timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        _kill_guest(proc)
         log(f"lab: error: {why} and was killed; logs in {run_dir}")
         break
+    _LIVE.discard(proc)
     th.join(timeout=5)
     result.wall_s = round(time.monotonic() - t0, 1)
-    parse_ctl(ctl.read_text(errors="replace") if ctl.exists() else "", run_dir, result, steps)
-    if not (run_dir / "kernel.log").exists():
-        # The guest never sent its dmesg (hang, crash): the console is the best kernel log there is.
-        (run_dir / "kernel.log").write_bytes(console.read_bytes() if console.exists() else b"")
-    initrd.unlink(missing_ok=True)
-    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n")
-    return result
 
 
 def topology_report(result: RunResult) -> str:
