@@ -12,7 +12,7 @@ Commands:
 
 Exit codes of `run`: 0 ok, 1 the command failed, 2 bad usage, 3 setup missing, 4 topology mismatch,
 5 scheduler failed to start or was ejected, 6 timeout (the command or the guest killed), 7 unknown or malformed
-machine, 8 internal error (QEMU or the guest protocol broke, or the lab itself failed),
+machine, 8 internal error (QEMU broke, the lab refused the guest's report, or the lab itself failed),
 130 interrupted (SIGINT, SIGTERM or SIGHUP; every QEMU the lab started is killed).
 """
 from __future__ import annotations
@@ -70,6 +70,10 @@ def cmd_run(args) -> int:
     result = run.run_job(m, [run.Step(spec, command, timeout_s=args.timeout)], timeout_s=args.timeout,
                          build_scheduler=not args.no_build)
     step = result.steps[0] if result.steps else run.StepResult(sched=spec.label)
+    if result.guest_errors:
+        more = f" (and {len(result.guest_errors) - 1} more)" if len(result.guest_errors) > 1 else ""
+        print(f"lab: error: the lab refused the guest's report: {result.guest_errors[0]}{more}; nothing was "
+              f"written outside {result.run_dir} (all in its result.json)", file=sys.stderr)
     if step.cmd_timed_out:
         print(f"lab: error: the command ran past --timeout {args.timeout} s and was killed in the guest "
               f"(exit {step.cmd_exit}); its kernel log: {result.kernel_log}", file=sys.stderr)

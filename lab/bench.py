@@ -819,7 +819,10 @@ class ConsoleWatcher:
             line, self.buf = self.buf.split("\n", 1)
             line = line.strip()
             if line.startswith("lab-bench: "):
-                self.on_marker(line[len("lab-bench: "):].split())
+                try:
+                    self.on_marker(line[len("lab-bench: "):].split())
+                except (ValueError, IndexError):  # the console is the guest's: a bad marker moves no progress
+                    pass
 
     def flush(self) -> None:
         pass
@@ -1059,7 +1062,8 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
                 shutil.copyfile(used_dir / name, raw_dir / name)
         rec = {"run": r + 1, "run_dir": str(used_dir), "order": order, "boot_s": result.boot_s,
                "wall_s": result.wall_s, "timed_out": result.timed_out, "completed": result.completed,
-               "topology_ok": result.topology_ok, "exit": result.exit_code(), "steps": []}
+               "topology_ok": result.topology_ok, "exit": result.exit_code(), "steps": [],
+               "guest_errors": result.guest_errors}
         if result.topology_ok is False:
             rec["error"] = "the guest's topology does not match the machine file:\n" + run.topology_report(result)
         for i, (b, s) in enumerate(steps_plan):
@@ -1074,6 +1078,7 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
                 bad.append(f"{st['sched']} {st['bench']}: {ok}/{len(st['cases'])} cases ok ({why})")
             if st["ejected"]:
                 bad.append(f"{st['sched']} {st['bench']}: ejected: {st['exit_kind']}: {st['exit_reason']}")
+        bad += [f"the lab refused a record of the guest: {e}" for e in result.guest_errors]
         progress.say(f"run {r + 1}/{runs} done in {fmt_dur(result.wall_s or 0)} (boot {result.boot_s} s)"
                      + ("" if not bad else "; problems:\n  " + "\n  ".join(bad)))
     return results
@@ -1081,8 +1086,10 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
 
 def exit_code(results: dict) -> int:
     """0 all well; 5 a scheduler could not be prepared, failed to start or was ejected; 1 a case failed;
-    6 a guest was killed; 4 topology mismatch; 8 a boot broke."""
+    6 a guest was killed; 4 topology mismatch; 8 a boot broke or the lab refused a record of the guest."""
     runs = results.get("runs", [])
+    if any(r.get("guest_errors") for r in runs):
+        return run.EXIT_INTERNAL
     if any(r.get("topology_ok") is False for r in runs):
         return run.EXIT_TOPOLOGY
     if any(r.get("timed_out") for r in runs):

@@ -90,8 +90,9 @@ def judge(result: run.RunResult, cases: list[Case]) -> list[dict]:
                 why.append("scheduler process was gone before the stop")
         verdicts.append({"case": c.name, "what": c.what, "passed": not why, "why": why,
                          "seconds": st.cmd_seconds if st else None})
-    if bad or unclean or result.timed_out or not result.completed:
+    if bad or unclean or result.timed_out or not result.completed or result.guest_errors:
         extra = bad[:5] + [f"sched_ext disable: {k} ({r})" for _, k, r in unclean]
+        extra += [f"the lab refused a record of the guest: {e}" for e in result.guest_errors[:5]]
         if result.timed_out:
             extra.append("guest timed out")
         elif not result.completed:
