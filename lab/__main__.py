@@ -28,6 +28,7 @@ from . import image, machines, run, setup, soak
 
 
 def cmd_setup(args) -> int:
+    # --no-apt-source is bin/lab's (the system half of setup, in bash); the downloads here add no apt source
     return setup.main(refresh=args.refresh)
 
 
@@ -121,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("setup", help="install what the lab needs (idempotent; run as root)")
     s.add_argument("--refresh", action="store_true", help="look for a newer guest kernel even if one is cached")
+    s.add_argument("--no-apt-source", action="store_true",
+                   help="do not add the bookworm-backports apt source for QEMU 10 (setup then only checks that "
+                        "QEMU >= 10 is installed, and says how to get it)")
     s.set_defaults(func=cmd_setup)
     s = sub.add_parser("machines", help="list the modeled machines")
     s.add_argument("-v", "--verbose", action="store_true", help="also say what each models and why")
