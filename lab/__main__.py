@@ -149,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--machine", default="haswell2s", help="machine (default haswell2s)")
     s.add_argument("--sched", default="scx_locality", help="NAME[:ARGS] (default scx_locality)")
     s.add_argument("--fast", action="store_true", help="one short round (what make test runs)")
-    s.add_argument("--minutes", type=float, default=30, help="repeat full rounds for this long (default 30)")
+    s.add_argument("--minutes", type=float, default=30,
+                   help="wall-time bound of the whole soak: full rounds are repeated while the next is expected "
+                        "to end in time, and a guest still running at the end is killed (default 30)")
     s.add_argument("--case", action="append", help="run only this case (repeatable)")
     s.add_argument("--out", help="folder for the rounds and the summary (default: a new run folder)")
     s.add_argument("-v", "--verbose", action="store_true", help="stream the guest console")

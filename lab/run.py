@@ -149,6 +149,7 @@ class RunResult:
     topology_expected: list[str] = field(default_factory=list)
     timed_out: bool = False
     boot_hung: bool = False  # killed because no "booted" record came within the machine's boot_timeout_s
+    cut_by_deadline: bool = False  # killed at the deadline its caller gave (bin/lab soak --minutes)
     completed: bool = False
     qemu_exit: int | None = None
     boot_s: float | None = None
@@ -531,17 +532,19 @@ def tcg_text_patch_oops(run_dir: Path) -> bool:
 
 
 def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None = None,
-            stream=sys.stdout, log=None, build_scheduler: bool = True, on_step_end=None) -> RunResult:
+            stream=sys.stdout, log=None, build_scheduler: bool = True, on_step_end=None,
+            deadline: float | None = None) -> RunResult:
     """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run.
     A guest that crashes or hangs while booting, before the job began, or that oopses on the emulator's
     text-patching int3 at any time (tcg_text_patch_oops), is booted once more (in RUN_DIR-retry).
     on_step_end(step index, exit code), if given, is called as each step's command ends in the guest.
+    deadline (a time.monotonic() value), if given, bounds the whole call: the guest is killed then.
     On an exception or a signal every QEMU started here is killed before it propagates."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     machines.check_host(m)
-    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end)
+    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end, deadline)
     first = Path(result.run_dir)
-    if result.guest_errors:
+    if result.guest_errors or result.cut_by_deadline:
         return result
     if result.boot_hung or crashed_before_job(first):
         what = "hung" if result.boot_hung else "crashed"
@@ -554,7 +557,7 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
     retry_dir = first.with_name(first.name + "-retry")
     retry_dir.mkdir(parents=True, exist_ok=True)
     log(why)
-    return _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end)
+    return _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end, deadline)
 
 
 class _CtlWatcher:
@@ -655,7 +658,7 @@ def signals_held():
 
 
 def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None,
-                  stream, log, build_scheduler: bool, on_step_end=None) -> RunResult:
+                  stream, log, build_scheduler: bool, on_step_end=None, deadline: float | None = None) -> RunResult:
     rel, vmlinuz, _ = setup.kernel_files()
     needs_locality = any(s.sched.name == "scx_locality" for s in steps)
     if needs_locality and build_scheduler:
@@ -694,7 +697,7 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
             _LIVE.add(proc)
-        _supervise(proc, m, steps, timeout_s, run_dir, result, stream, log, on_step_end, t0)
+        _supervise(proc, m, steps, timeout_s, run_dir, result, stream, log, on_step_end, deadline, t0)
     finally:
         # An exception or a signal (KeyboardInterrupt, Interrupted) leaves no QEMU and no initrd copy behind;
         # signals are held meanwhile so that a second Ctrl-C cannot cut this short.
@@ -718,7 +721,7 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
 
 
 def _supervise(proc, m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path, result: RunResult,
-               stream, log, on_step_end, t0: float) -> None:
+               stream, log, on_step_end, deadline: float | None, t0: float) -> None:
     """Stream the console, watch the records, and kill the guest past its time limits or its output caps."""
     console = run_dir / "console.log"
     ctl = run_dir / "ctl.log"
@@ -761,6 +764,9 @@ def _supervise(proc, m: machines.Machine, steps: list[Step], timeout_s: int, run
             result.guest_errors.append(f"the guest's records (ctl.log) passed {CTL_MAX_BYTES >> 20} MiB; "
                                        "the guest was killed")
             why = f"the guest wrote more than {CTL_MAX_BYTES >> 20} MiB of records"
+        elif deadline is not None and time.monotonic() >= deadline:
+            why = "the guest reached the deadline it was given"
+            result.timed_out = result.cut_by_deadline = True
         elif not watch.booted and elapsed > m.boot_timeout_s:
             why = f"the guest did not boot within {m.boot_timeout_s} s"
             result.timed_out = result.boot_hung = True
