@@ -11,8 +11,9 @@ Commands:
   soak                  reliability suite (stress, hotplug, cgroups, RT hog, pinning, start/stop, kill -9)
 
 Exit codes of `run`: 0 ok, 1 the command failed, 2 bad usage, 3 setup missing, 4 topology mismatch,
-5 scheduler failed to start or was ejected, 6 timeout (guest killed), 7 unknown or malformed machine,
-8 internal error (QEMU or the guest protocol broke).
+5 scheduler failed to start or was ejected, 6 timeout (the command or the guest killed), 7 unknown or malformed
+machine, 8 internal error (QEMU broke, the lab refused the guest's report, or the lab itself failed),
+130 interrupted (SIGINT, SIGTERM or SIGHUP; every QEMU the lab started is killed).
 """
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ import argparse
 import json
 import shlex
 import sys
+import traceback
 from dataclasses import asdict
 
 from . import image, machines, run, setup, soak
 
 
 def cmd_setup(args) -> int:
+    # --no-apt-source is bin/lab's (the system half of setup, in bash); the downloads here add no apt source
     return setup.main(refresh=args.refresh)
 
 
@@ -63,8 +66,18 @@ def cmd_run(args) -> int:
     m = machines.load(args.machine)
     spec = run.parse_sched(args.sched)
     command = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
-    result = run.run_job(m, [run.Step(spec, command)], timeout_s=args.timeout, build_scheduler=not args.no_build)
+    # The guest bounds the command itself (timeout(1)), so that a command past --timeout is killed there and the
+    # guest's kernel log still comes back; the host's limit for the whole boot stays behind it.
+    result = run.run_job(m, [run.Step(spec, command, timeout_s=args.timeout)], timeout_s=args.timeout,
+                         build_scheduler=not args.no_build)
     step = result.steps[0] if result.steps else run.StepResult(sched=spec.label)
+    if result.guest_errors:
+        more = f" (and {len(result.guest_errors) - 1} more)" if len(result.guest_errors) > 1 else ""
+        print(f"lab: error: the lab refused the guest's report: {result.guest_errors[0]}{more}; nothing was "
+              f"written outside {result.run_dir} (all in its result.json)", file=sys.stderr)
+    if step.cmd_timed_out:
+        print(f"lab: error: the command ran past --timeout {args.timeout} s and was killed in the guest "
+              f"(exit {step.cmd_exit}); its kernel log: {result.kernel_log}", file=sys.stderr)
     if result.topology_ok is False:
         print(f"lab: error: the guest's topology does not match {m.path}:\n{run.topology_report(result)}",
               file=sys.stderr)
@@ -79,7 +92,7 @@ def cmd_run(args) -> int:
         "cmd_seconds": step.cmd_seconds, "sched_exit_kind": step.sched_exit_kind,
         "sched_exit_reason": step.sched_exit_reason, "sched_ejected": step.sched_ejected,
         "sched_start_error": step.sched_start_error, "topology_ok": result.topology_ok,
-        "timed_out": result.timed_out, "kernel_log": result.kernel_log, "run_dir": result.run_dir,
+        "cmd_timed_out": step.cmd_timed_out, "timed_out": result.timed_out, "kernel_log": result.kernel_log, "run_dir": result.run_dir,
         "exit": result.exit_code(),
     }
     print(json.dumps(final), flush=True)
@@ -109,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("setup", help="install what the lab needs (idempotent; run as root)")
     s.add_argument("--refresh", action="store_true", help="look for a newer guest kernel even if one is cached")
+    s.add_argument("--no-apt-source", action="store_true",
+                   help="do not add the bookworm-backports apt source for QEMU 10 (setup then only checks that "
+                        "QEMU >= 10 is installed, and says how to get it)")
     s.set_defaults(func=cmd_setup)
     s = sub.add_parser("machines", help="list the modeled machines")
     s.add_argument("-v", "--verbose", action="store_true", help="also say what each models and why")
@@ -122,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--machine", default="numa2", help="machine name (see `bin/lab machines`) or a .toml path")
     s.add_argument("--sched", default="eevdf", help="NAME[:ARGS], e.g. scx_locality:--no-steal (default eevdf)")
     s.add_argument("--timeout", type=int, default=600,
-                   help="seconds the command may run (boot and scheduler start get extra time); default 600")
+                   help="seconds the command may run; the guest kills it then (exit 6) and still sends its kernel "
+                        "log (boot and scheduler start get extra time); default 600")
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
     s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD... (run by the guest's /bin/sh)")
     s.set_defaults(func=cmd_run)
@@ -132,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--machine", default="haswell2s", help="machine (default haswell2s)")
     s.add_argument("--sched", default="scx_locality", help="NAME[:ARGS] (default scx_locality)")
     s.add_argument("--fast", action="store_true", help="one short round (what make test runs)")
-    s.add_argument("--minutes", type=float, default=30, help="repeat full rounds for this long (default 30)")
+    s.add_argument("--minutes", type=float, default=30,
+                   help="wall-time bound of the whole soak: full rounds are repeated while the next is expected "
+                        "to end in time, and a guest still running at the end is killed (default 30)")
     s.add_argument("--case", action="append", help="run only this case (repeatable)")
     s.add_argument("--out", help="folder for the rounds and the summary (default: a new run folder)")
     s.add_argument("-v", "--verbose", action="store_true", help="stream the guest console")
@@ -167,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM and SIGHUP unwind like Ctrl-C, so that no QEMU outlives bin/lab (see run.Interrupted)
+    run.install_signal_handlers()
     p = build_parser()
     args = p.parse_args(argv)
     if getattr(args, "command", None) and args.command[0] == "--":
@@ -183,9 +204,18 @@ def main(argv: list[str] | None = None) -> int:
         _, prefix, code = next(f for f in failures if isinstance(e, f[0]))
         print(f"lab: error: {prefix}{e}", file=sys.stderr)
         return code
-    except KeyboardInterrupt:
-        print("lab: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        killed = run.kill_all_guests()  # run_job has done it already; this is the last resort
+        name = e.args[0] if isinstance(e, run.Interrupted) else "SIGINT"
+        print(f"lab: interrupted ({name}); no QEMU of this run is left" +
+              (f" (killed pid {', '.join(map(str, killed))})" if killed else ""), file=sys.stderr)
+        return run.EXIT_INTERRUPTED
+    except Exception as e:
+        killed = run.kill_all_guests()
+        traceback.print_exc()
+        print(f"lab: internal error: {type(e).__name__}: {e} (the traceback is above"
+              + (f"; killed QEMU pid {', '.join(map(str, killed))}" if killed else "") + ")", file=sys.stderr)
+        return run.EXIT_INTERNAL
 
 
 if __name__ == "__main__":

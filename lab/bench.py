@@ -198,6 +198,64 @@ def _estimate(expr, values: dict, path: Path) -> float:
         raise BenchError(f"{path}: field 'est_seconds': division by zero") from None
 
 
+# The fields of a benchmark file and of its [[figure]] entries; any other is a typo, named with its file.
+BENCH_FIELDS = {"description", "command", "est_seconds", "timeout_s", "params", "sweep", "choices", "figure",
+                "sample_comm", "residency_comm", "colocation_tasks", "colocation_settle_ms", "process_llc"}
+FIGURE_FIELDS = {"name", "regex", "unit", "higher_is_better", "mean", "aggregate", "cases"}
+MECHANISM_FIELDS = {"name", "off", "what"}
+CASE_TIMEOUT_S = (1, 3600)  # a case's timeout_s: the guest kills it then
+MAX_CASES = 1000
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_fields(path: Path, where: str, table, known: set[str]) -> None:
+    if not isinstance(table, dict):
+        raise BenchError(f"{path}: {where}must be a table")
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise BenchError(f"{path}: {where}field {unknown[0]!r} is unknown (known: {', '.join(sorted(known))})")
+
+
+def _check_types(path: Path, data: dict) -> None:
+    """Types and bounds of a benchmark file's fields, each error naming the file and the field."""
+    _check_fields(path, "", data, BENCH_FIELDS)
+    scalar = (str, int, float, bool)
+    if not isinstance(data.get("description", ""), str):
+        raise BenchError(f"{path}: field 'description' must be a string")
+    est = data.get("est_seconds", 10)
+    if not (isinstance(est, str) or _is_num(est)):
+        raise BenchError(f"{path}: field 'est_seconds' must be a number or an arithmetic expression string")
+    lo, hi = CASE_TIMEOUT_S
+    t = data.get("timeout_s", 600)
+    if not _is_num(t) or not lo <= t <= hi:
+        raise BenchError(f"{path}: field 'timeout_s' must be a number of seconds in {lo}..{hi}, got {t!r}")
+    for key in ("params", "sweep", "choices"):
+        if not isinstance(data.get(key, {}), dict):
+            raise BenchError(f"{path}: field {key!r} must be a table")
+    for k, v in data.get("params", {}).items():
+        if not isinstance(v, scalar):
+            raise BenchError(f"{path}: field 'params.{k}' must be a string, number or boolean")
+    for k, v in data.get("sweep", {}).items():
+        if not all(isinstance(x, scalar) for x in (v if isinstance(v, list) else [v])):
+            raise BenchError(f"{path}: field 'sweep.{k}' must be a list of strings, numbers or booleans")
+    for k, v in data.get("choices", {}).items():
+        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+            raise BenchError(f"{path}: field 'choices.{k}' must be a table of strings")
+    if not isinstance(data.get("residency_comm", ""), str):
+        raise BenchError(f"{path}: field 'residency_comm' must be a string")
+    sc = data.get("sample_comm", [])
+    if not isinstance(sc, list) or not all(isinstance(x, str) for x in sc):
+        raise BenchError(f"{path}: field 'sample_comm' must be a list of strings")
+    figs = data.get("figure", [])
+    if not isinstance(figs, list):
+        raise BenchError(f"{path}: field 'figure' must be an array of tables ([[figure]])")
+    for i, f in enumerate(figs):
+        _check_fields(path, f"figure[{i}]: ", f, FIGURE_FIELDS)
+
+
 def known_benchmarks() -> list[str]:
     return sorted(p.stem for p in BENCH_DIR.glob("*.toml") if p != ABLATION_FILE)
 
@@ -232,6 +290,7 @@ def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise BenchError(f"{path}: not valid TOML: {e}") from None
+    _check_types(path, data)
 
     def need(key, typ):
         if key not in data:
@@ -317,6 +376,11 @@ def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
                   residency_comm=data.get("residency_comm") or None,
                   sample_comm=list(data.get("sample_comm", [])), overrides=overrides,
                   colocation_tasks=colo, colocation_settle_ms=float(settle), process_llc=pllc)
+    nr_cases = 1
+    for vals in sweep.values():
+        nr_cases *= len(vals)
+    if nr_cases > MAX_CASES:
+        raise BenchError(f"{path}: field 'sweep': {nr_cases} cases; at most {MAX_CASES}")
     b.cases()  # validates est_seconds
     labels = {c.label for c in b.cases()}
     for i, fig in enumerate(figures):
@@ -327,12 +391,17 @@ def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
     return b
 
 
-def ablation_mechanisms() -> list[dict]:
-    data = tomllib.loads(ABLATION_FILE.read_text())
+def ablation_mechanisms(path: Path = ABLATION_FILE) -> list[dict]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise BenchError(f"{path}: not valid TOML: {e}") from None
+    _check_fields(path, "", data, {"mechanism"})
     out = []
     for i, m in enumerate(data.get("mechanism", [])):
+        _check_fields(path, f"mechanism[{i}]: ", m, MECHANISM_FIELDS)
         if "name" not in m or "off" not in m:
-            raise BenchError(f"{ABLATION_FILE}: mechanism[{i}] needs 'name' and 'off'")
+            raise BenchError(f"{path}: mechanism[{i}] needs 'name' and 'off'")
         out.append({"name": m["name"], "off": m["off"], "what": m.get("what", "")})
     return out
 
@@ -750,7 +819,10 @@ class ConsoleWatcher:
             line, self.buf = self.buf.split("\n", 1)
             line = line.strip()
             if line.startswith("lab-bench: "):
-                self.on_marker(line[len("lab-bench: "):].split())
+                try:
+                    self.on_marker(line[len("lab-bench: "):].split())
+                except (ValueError, IndexError):  # the console is the guest's: a bad marker moves no progress
+                    pass
 
     def flush(self) -> None:
         pass
@@ -990,7 +1062,8 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
                 shutil.copyfile(used_dir / name, raw_dir / name)
         rec = {"run": r + 1, "run_dir": str(used_dir), "order": order, "boot_s": result.boot_s,
                "wall_s": result.wall_s, "timed_out": result.timed_out, "completed": result.completed,
-               "topology_ok": result.topology_ok, "exit": result.exit_code(), "steps": []}
+               "topology_ok": result.topology_ok, "exit": result.exit_code(), "steps": [],
+               "guest_errors": result.guest_errors}
         if result.topology_ok is False:
             rec["error"] = "the guest's topology does not match the machine file:\n" + run.topology_report(result)
         for i, (b, s) in enumerate(steps_plan):
@@ -1005,6 +1078,7 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
                 bad.append(f"{st['sched']} {st['bench']}: {ok}/{len(st['cases'])} cases ok ({why})")
             if st["ejected"]:
                 bad.append(f"{st['sched']} {st['bench']}: ejected: {st['exit_kind']}: {st['exit_reason']}")
+        bad += [f"the lab refused a record of the guest: {e}" for e in result.guest_errors]
         progress.say(f"run {r + 1}/{runs} done in {fmt_dur(result.wall_s or 0)} (boot {result.boot_s} s)"
                      + ("" if not bad else "; problems:\n  " + "\n  ".join(bad)))
     return results
@@ -1012,8 +1086,10 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
 
 def exit_code(results: dict) -> int:
     """0 all well; 5 a scheduler could not be prepared, failed to start or was ejected; 1 a case failed;
-    6 a guest was killed; 4 topology mismatch; 8 a boot broke."""
+    6 a guest was killed; 4 topology mismatch; 8 a boot broke or the lab refused a record of the guest."""
     runs = results.get("runs", [])
+    if any(r.get("guest_errors") for r in runs):
+        return run.EXIT_INTERNAL
     if any(r.get("topology_ok") is False for r in runs):
         return run.EXIT_TOPOLOGY
     if any(r.get("timed_out") for r in runs):

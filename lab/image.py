@@ -6,15 +6,22 @@ libraries `ldd` lists for them, plus the guest kernel's config (libbpf resolves 
 The image is content-addressed: its name is a hash of every input (file paths, sizes, mtimes, and the guest
 scripts' text), so it is rebuilt exactly when an input changed. Each run appends a tiny uncompressed cpio with
 that run's job (lab/run.py); the kernel unpacks concatenated archives in order.
+
+The cache may be shared by concurrent runs (LOCALITY_CACHE, CI): an image is built under a lock on the images
+folder, into a temporary file of its own and renamed into place, so a reader sees a whole image or none; other
+clones' images are left alone until unused for IMAGE_KEEP_S.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from . import paths, setup
@@ -147,15 +154,61 @@ def input_hash(files: dict[str, str]) -> str:
     return h.hexdigest()[:16]
 
 
+# An image unused (not built or reused, which touches it) for this long is removed when another is built.
+IMAGE_KEEP_S = 2 * 86400
+
+
+@contextlib.contextmanager
+def cache_lock(folder: Path, log=print):
+    """An exclusive flock on folder/.lock: one image build at a time per cache, whatever the process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"lab: waiting for another run's image build in {folder}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _reuse(path: Path) -> bool:
+    """Mark a cached image as just used (its mtime), so that no concurrent build prunes it; False if absent."""
+    try:
+        os.utime(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
 def build(include_scheduler: bool = True, log=print) -> Path:
     """The image for the current inputs: the cached one if nothing changed, else a freshly built one."""
     files = with_libraries(collect_inputs(include_scheduler))
     digest = input_hash(files)
     out = paths.images_dir() / f"base-{digest}.cpio.gz"
-    if out.exists():
+    if _reuse(out):
         return out
-    log(f"lab: building guest image ({len(files)} files) -> {out}")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    with cache_lock(out.parent, log):
+        if _reuse(out):  # built by another run while this one waited for the lock
+            return out
+        log(f"lab: building guest image ({len(files)} files) -> {out}")
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        tmp_out = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                _pack(files, fh)
+            tmp_out.chmod(0o644)
+            tmp_out.rename(out)  # atomic: readers see the whole image or none
+        finally:
+            tmp_out.unlink(missing_ok=True)
+        _prune(out.parent, keep=out)
+    return out
+
+
+def _pack(files: dict[str, str], fh) -> None:
+    """Write the gzipped cpio of files (guest path -> host path) with busybox's applets and /etc to fh."""
     with tempfile.TemporaryDirectory(prefix="lab-image-") as tmp:
         root = Path(tmp)
         # TemporaryDirectory is 0700: as the guest's "/" that would lock every other user out
@@ -182,22 +235,28 @@ def build(include_scheduler: bool = True, log=print) -> Path:
         (root / "etc/hosts").write_text("127.0.0.1 localhost lab\n::1 localhost\n")
         (root / "etc/nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
         (root / "etc/services").write_text("netperf 12865/tcp\n")
-        tmp_out = out.with_suffix(".tmp")
-        with open(tmp_out, "wb") as fh:
-            find = subprocess.Popen(["find", "."], cwd=root, stdout=subprocess.PIPE)
-            cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root,
-                                    stdin=find.stdout, stdout=subprocess.PIPE)
-            gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=fh)
-            find.stdout.close()
-            cpio.stdout.close()
-            if gz.wait() or cpio.wait() or find.wait():
-                raise RuntimeError("packing the guest image failed")
-        tmp_out.rename(out)
-    # Keep the cache small: older images are only ever superseded.
-    for old in out.parent.glob("base-*.cpio.gz"):
-        if old != out:
-            old.unlink()
-    return out
+        find = subprocess.Popen(["find", "."], cwd=root, stdout=subprocess.PIPE)
+        cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root,
+                                stdin=find.stdout, stdout=subprocess.PIPE)
+        gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=fh)
+        find.stdout.close()
+        cpio.stdout.close()
+        if gz.wait() or cpio.wait() or find.wait():
+            raise RuntimeError("packing the guest image failed")
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove images unused for IMAGE_KEEP_S and the temporary files of killed builds; called under cache_lock
+    (so no build is under way). Images of other clones or scheduler builds sharing the cache stay while used."""
+    now = time.time()
+    for old in folder.glob(".base-*.tmp"):
+        old.unlink(missing_ok=True)
+    for old in folder.glob("base-*.cpio.gz"):
+        try:
+            if old != keep and now - old.stat().st_mtime > IMAGE_KEEP_S:
+                old.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def job_archive(files: dict[str, bytes], dest: Path) -> Path:

@@ -163,6 +163,17 @@ _REQUIRED = {
 }
 _OPTIONAL = {"llc_override_why": str, "boot_timeout_s": int}
 
+# What the lab can boot: QEMU's default machine (pc, i440fx) takes at most 255 vCPUs.
+MAX_CPUS = 255
+MAX_NODES = 128
+MAX_PER_LEVEL = 64  # sockets, cores per socket, threads per core
+MEMORY_MB_PER_NODE = (128, 8192)
+MAX_GUEST_MEMORY_MB = 65536
+# A boot under TCG takes seconds to minutes (64 vCPUs on 2 host cores: about 110 s); an hour is a hang.
+BOOT_TIMEOUT_S = (10, 3600)
+# Host memory left to the host itself when a guest is checked against it (check_host).
+HOST_RESERVE_MB = 1024
+
 
 def _fail(path: Path, fld: str, why: str):
     raise MachineError(f"{path}: field '{fld}': {why}")
@@ -203,7 +214,7 @@ def load_file(path: Path) -> Machine:
         if not isinstance(data[fld], typ) or (typ is int and isinstance(data[fld], bool)):
             _fail(path, fld, f"must be {typ.__name__}, got {type(data[fld]).__name__}")
     for fld, typ in _OPTIONAL.items():
-        if fld in data and not isinstance(data[fld], typ):
+        if fld in data and (not isinstance(data[fld], typ) or (typ is int and isinstance(data[fld], bool))):
             _fail(path, fld, f"must be {typ.__name__}, got {type(data[fld]).__name__}")
     unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
@@ -211,14 +222,21 @@ def load_file(path: Path) -> Machine:
     if data["name"] != path.stem:
         _fail(path, "name", f"{data['name']!r} must match the file name {path.stem!r}")
     for fld in ("sockets", "cores_per_socket", "threads_per_core"):
-        if not 1 <= data[fld] <= 64:
-            _fail(path, fld, f"{data[fld]} is out of range 1..64")
-    if not 128 <= data["memory_mb_per_node"] <= 8192:
-        _fail(path, "memory_mb_per_node", f"{data['memory_mb_per_node']} is out of range 128..8192")
+        if not 1 <= data[fld] <= MAX_PER_LEVEL:
+            _fail(path, fld, f"{data[fld]} is out of range 1..{MAX_PER_LEVEL}")
+    lo, hi = MEMORY_MB_PER_NODE
+    if not lo <= data["memory_mb_per_node"] <= hi:
+        _fail(path, "memory_mb_per_node", f"{data['memory_mb_per_node']} is out of range {lo}..{hi}")
     nr_cpus = data["sockets"] * data["cores_per_socket"] * data["threads_per_core"]
-    if nr_cpus > 256:
-        _fail(path, "sockets", f"{nr_cpus} CPUs is more than the lab supports (256)")
+    if nr_cpus > MAX_CPUS:
+        _fail(path, "sockets", f"sockets x cores_per_socket x threads_per_core = {nr_cpus} CPUs; the lab boots at "
+                               f"most {MAX_CPUS} (QEMU's pc machine)")
+    lo, hi = BOOT_TIMEOUT_S
+    if "boot_timeout_s" in data and not lo <= data["boot_timeout_s"] <= hi:
+        _fail(path, "boot_timeout_s", f"{data['boot_timeout_s']} is out of range {lo}..{hi} seconds")
     nodes = _cpulists(path, "nodes", data["nodes"], nr_cpus)
+    if len(nodes) > MAX_NODES:
+        _fail(path, "nodes", f"{len(nodes)} nodes; QEMU takes at most {MAX_NODES}")
     llcs = _cpulists(path, "llcs", data["llcs"], nr_cpus)
     t = data["threads_per_core"]
     for fld, groups in (("nodes", nodes), ("llcs", llcs)):
@@ -232,12 +250,16 @@ def load_file(path: Path) -> Machine:
             _fail(path, "llcs", f"LLC {format_cpulist(llc)} spans nodes {sorted(homes)}; an LLC sits in one node")
     dist = data["distances"]
     n = len(nodes)
+    total_mb = data["memory_mb_per_node"] * n
+    if total_mb > MAX_GUEST_MEMORY_MB:
+        _fail(path, "memory_mb_per_node", f"{n} nodes x {data['memory_mb_per_node']} MB = {total_mb} MB; the lab "
+                                          f"gives a guest at most {MAX_GUEST_MEMORY_MB} MB")
     if len(dist) != n or any(not isinstance(r, list) or len(r) != n for r in dist):
         _fail(path, "distances", f"must be a {n}x{n} matrix (one row and column per node)")
     for i in range(n):
         for j in range(n):
             d = dist[i][j]
-            if not isinstance(d, int):
+            if not isinstance(d, int) or isinstance(d, bool):
                 _fail(path, "distances", f"[{i}][{j}] must be an integer")
             if i == j and d != 10:
                 _fail(path, "distances", f"[{i}][{i}] must be 10 (local)")
@@ -260,6 +282,25 @@ def load_file(path: Path) -> Machine:
     if not m.needs_llc_override and m.llc_override_why:
         _fail(path, "llc_override_why", "given, but the llcs are what QEMU shows; remove it")
     return m
+
+
+def host_memory_mb() -> int:
+    """The host's MemTotal in MB."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    raise RuntimeError("/proc/meminfo has no MemTotal")
+
+
+def check_host(m: Machine) -> None:
+    """Raise MachineError if this host cannot give m its memory (MemTotal less HOST_RESERVE_MB for the host)."""
+    total = m.memory_mb_per_node * len(m.nodes)
+    room = host_memory_mb() - HOST_RESERVE_MB
+    if total > room:
+        raise MachineError(f"{m.path}: field 'memory_mb_per_node': {len(m.nodes)} nodes x {m.memory_mb_per_node} MB "
+                           f"= {total} MB is more than this host can give a guest ({room} MB: MemTotal less "
+                           f"{HOST_RESERVE_MB} MB for the host)")
 
 
 def machine_dir() -> Path:

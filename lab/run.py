@@ -13,17 +13,22 @@ dmesg), one sched-<step>.log per scheduler and result.json.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import os
+import pwd
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 import tomllib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from . import image, machines, paths, setup
@@ -38,6 +43,24 @@ EXIT_SCHED = 5
 EXIT_TIMEOUT = 6
 EXIT_MACHINE = 7
 EXIT_INTERNAL = 8
+EXIT_INTERRUPTED = 130  # SIGINT, SIGTERM or SIGHUP (128 + SIGINT, as shells report it); every QEMU was killed
+
+QEMU = "qemu-system-x86_64"
+# What the guest may send back with lab_put_file: plain names in the run folder, bounded in size and number.
+# The guest is untrusted (it runs the kernel and the schedulers under test) and the lab runs as root.
+GUEST_FILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+GUEST_FILE_MAX_BYTES = 64 << 20
+GUEST_FILES_MAX = 4096
+# Files the lab itself writes in a run folder: a guest may not replace them.
+RUN_DIR_OWN = frozenset({"console.log", "ctl.log", "result.json", "qemu.cmd", "initrd.img", "job.cpio"})
+# QEMU writes ctl.log itself, so its size is watched and the guest killed past this; the console is capped.
+CTL_MAX_BYTES = 1 << 30
+CONSOLE_MAX_BYTES = 256 << 20
+# Control characters (terminal escapes among them) are not passed from the guest's console to the terminal.
+CONSOLE_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+RECORD_MAX_LINE = 1 << 16  # records and base64 lines are short; a longer line is junk
+GUEST_ERRORS_MAX = 50
+MAX_TOPOLOGY_LINES = machines.MAX_CPUS * 3  # a node, an LLC and an SMT line per CPU at most
 
 SCHED_REGISTRY = paths.REPO / "lab" / "schedulers.toml"
 KERNEL_ARGS = "console=ttyS0 quiet loglevel=4 panic=-1"
@@ -112,6 +135,8 @@ class StepResult:
     cmd_seconds: float | None = None
     # the scheduler process outlived SIGINT and SIGKILL at the stop (asleep in the kernel); the guest left it
     sched_stuck: bool = False
+    # the command ran past its Step.timeout_s and the guest's timeout(1) killed it
+    cmd_timed_out: bool = False
 
 
 @dataclass
@@ -124,14 +149,19 @@ class RunResult:
     topology_expected: list[str] = field(default_factory=list)
     timed_out: bool = False
     boot_hung: bool = False  # killed because no "booted" record came within the machine's boot_timeout_s
+    cut_by_deadline: bool = False  # killed at the deadline its caller gave (bin/lab soak --minutes)
     completed: bool = False
     qemu_exit: int | None = None
     boot_s: float | None = None
     wall_s: float | None = None
     steps: list[StepResult] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    # records of the guest that the lab refused (bad file names, sizes, junk); nothing of them was written
+    guest_errors: list[str] = field(default_factory=list)
 
     def exit_code(self) -> int:
+        if self.guest_errors:  # the guest's report cannot be trusted
+            return EXIT_INTERNAL
         if self.timed_out:
             return EXIT_TIMEOUT
         if self.topology_ok is False:
@@ -141,6 +171,8 @@ class RunResult:
         for s in self.steps:
             if s.sched_start_error or s.sched_ejected or s.sched_stuck:
                 return EXIT_SCHED
+        if any(s.cmd_timed_out for s in self.steps):
+            return EXIT_TIMEOUT
         for s in self.steps:
             if s.cmd_exit != 0:
                 return EXIT_CMD_FAILED
@@ -225,64 +257,175 @@ def is_clean_exit(kind: str) -> bool:
     return kind.startswith("unregistered from")
 
 
-def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) -> None:
-    """Fill result from the guest's @@ records; write the files it sent into run_dir."""
+def _record_lines(src):
+    """The lines of the guest's records, as text; None for a line longer than RECORD_MAX_LINE (junk).
+    src is the records as a str, or ctl.log opened in binary, read in bounded pieces."""
+    if isinstance(src, str):
+        for line in src.split("\n"):
+            yield None if len(line) > RECORD_MAX_LINE else line
+        return
+    while raw := src.readline(RECORD_MAX_LINE + 1):
+        if len(raw) > RECORD_MAX_LINE:
+            while raw and not raw.endswith(b"\n"):  # skip the rest of the over-long line
+                raw = src.readline(RECORD_MAX_LINE + 1)
+            yield None
+            continue
+        yield raw.decode("utf-8", errors="replace").rstrip("\n")
+
+
+@dataclass
+class _GuestFile:
+    name: str
+    ok: bool
+    parts: list[str] = field(default_factory=list)
+    size: int = 0
+
+
+def _write_guest_file(run_dir: Path, name: str, data: bytes) -> None:
+    """Write a plain name inside run_dir, never through a symlink (O_NOFOLLOW relative to the folder)."""
+    dfd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def parse_ctl(text, run_dir: Path, result: RunResult, steps: list[Step]) -> None:
+    """Fill result from the guest's @@ records (a str, or ctl.log opened in binary); write the files it sent
+    into run_dir. The guest is not trusted: a file is written only under a plain name (GUEST_FILE_NAME_RE, not
+    one of the lab's own files), within GUEST_FILE_MAX_BYTES and GUEST_FILES_MAX, as valid base64, and ended by
+    its own @@file-end; anything else is dropped and named in result.guest_errors."""
     step_results = [StepResult(sched=s.sched.label) for s in steps]
-    cur_file, buf = None, []
+    errors = result.guest_errors
+
+    def refuse(msg: str) -> None:
+        if len(errors) < GUEST_ERRORS_MAX:
+            errors.append(msg)
+        elif len(errors) == GUEST_ERRORS_MAX:
+            errors.append("more refused records not listed")
+
+    def step_of(word: str) -> int:
+        i = int(word)
+        if not 0 <= i < len(step_results):
+            raise ValueError(f"no step {i}")
+        return i
+
+    def finish(f: _GuestFile) -> None:
+        if not f.ok:
+            return
+        try:
+            data = base64.b64decode("".join(f.parts), validate=True)
+        except (binascii.Error, ValueError):
+            refuse(f"file {f.name!r} is not valid base64; dropped")
+            return
+        try:
+            _write_guest_file(run_dir, f.name, data)
+        except OSError as e:
+            refuse(f"file {f.name!r} could not be written as a plain file in the run folder ({e.strerror}); "
+                   "dropped")
+            return
+        result.files[f.name] = str(run_dir / f.name)
+
+    max_b64 = (GUEST_FILE_MAX_BYTES + 2) // 3 * 4
+    cur: _GuestFile | None = None
+    begun = 0
     cur_step = None
     cmd_began: dict[int, float] = {}  # step -> guest uptime when its command started
-    for raw in text.splitlines():
-        line = raw.rstrip("\r")
-        if cur_file is not None:
-            if line == f"@@file-end {cur_file}":
-                data = base64.b64decode("".join(buf))
-                (run_dir / cur_file).write_bytes(data)
-                result.files[cur_file] = str(run_dir / cur_file)
-                cur_file, buf = None, []
-            else:
-                buf.append(line.strip())
+    for line in _record_lines(text):
+        if line is None:
+            if cur is not None and cur.ok:
+                refuse(f"file {cur.name!r} holds a line longer than {RECORD_MAX_LINE} bytes; dropped")
+                cur.ok, cur.parts = False, []
+            elif cur is None:
+                refuse(f"a line longer than {RECORD_MAX_LINE} bytes")
             continue
+        line = line.rstrip("\r")
+        if cur is not None:
+            if line == f"@@file-end {cur.name}":
+                finish(cur)
+                cur = None
+                continue
+            if not line.startswith("@@"):
+                if cur.ok:
+                    cur.size += len(line)
+                    if cur.size > max_b64:
+                        refuse(f"file {cur.name!r} is larger than {GUEST_FILE_MAX_BYTES} bytes; dropped")
+                        cur.ok, cur.parts = False, []
+                    else:
+                        cur.parts.append(line.strip())
+                continue
+            refuse(f"file {cur.name!r} was not ended by its @@file-end (a record came first); dropped")
+            cur = None
         if not line.startswith("@@"):
+            if line.strip():
+                refuse(f"a line that is not a record: {line[:60]!r}")
             continue
         words = line[2:].split()
         if not words:
             continue
         tag, rest = words[0], words[1:]
-        if tag == "booted":
-            result.boot_s = float(rest[0])
-        elif tag == "topo":
-            result.topology_actual.append(" ".join(rest))
-        elif tag == "topology":
-            result.topology_ok = rest[0] == "ok"
-        elif tag == "step-begin":
-            cur_step = step_results[int(rest[0])]
-        elif tag == "sched-start" and cur_step is not None:
-            if rest[0] == "ok":
-                cur_step.sched_started = True
-                cur_step.sched_start_s = round(float(rest[3]) - float(rest[2]), 2)
-            else:
-                cur_step.sched_start_error = " ".join(rest[1:])
-        elif tag == "cmd-begin" and cur_step is not None:
-            cmd_began[int(rest[0])] = float(rest[1])
-        elif tag == "cmd-end" and cur_step is not None:
-            cur_step.cmd_exit = int(rest[1])
-            if int(rest[0]) in cmd_began:
-                cur_step.cmd_seconds = round(float(rest[2]) - cmd_began[int(rest[0])], 3)
-        elif tag == "sched-stop" and cur_step is not None:
-            kv = dict(w.split("=", 1) for w in rest if "=" in w)
-            cur_step.sched_exit_code = int(kv.get("rc", "-1"))
-            cur_step.sched_alive_at_stop = kv.get("alive_at_stop") == "1"
-            cur_step.sched_stuck = kv.get("stuck") == "1"
-        elif tag == "file-begin":
-            cur_file, buf = rest[0], []
-        elif tag == "done":
-            result.completed = True
+        try:
+            if tag == "booted":
+                result.boot_s = float(rest[0])
+            elif tag == "topo":
+                if len(result.topology_actual) >= 2 * MAX_TOPOLOGY_LINES:
+                    raise ValueError("more topology lines than any machine has")
+                result.topology_actual.append(" ".join(rest))
+            elif tag == "topology":
+                result.topology_ok = rest[0] == "ok"
+            elif tag == "step-begin":
+                cur_step = step_results[step_of(rest[0])]
+            elif tag == "sched-start" and cur_step is not None:
+                if rest[0] == "ok":
+                    cur_step.sched_start_s = round(float(rest[3]) - float(rest[2]), 2)
+                    cur_step.sched_started = True
+                else:
+                    cur_step.sched_start_error = " ".join(rest[1:])
+            elif tag == "cmd-begin" and cur_step is not None:
+                cmd_began[step_of(rest[0])] = float(rest[1])
+            elif tag == "cmd-end" and cur_step is not None:
+                i, rc, t = step_of(rest[0]), int(rest[1]), float(rest[2])
+                cur_step.cmd_exit = rc
+                if i in cmd_began:
+                    cur_step.cmd_seconds = round(t - cmd_began[i], 3)
+                limit = steps[i].timeout_s
+                # timeout(1)'s kill, not the command's own status: the command had run its whole budget
+                cur_step.cmd_timed_out = bool(limit) and rc in CMD_TIMED_OUT and (
+                    cur_step.cmd_seconds is None or cur_step.cmd_seconds >= limit - 1)
+            elif tag == "sched-stop" and cur_step is not None:
+                kv = dict(w.split("=", 1) for w in rest if "=" in w)
+                cur_step.sched_exit_code = int(kv.get("rc", "-1"))
+                cur_step.sched_alive_at_stop = kv.get("alive_at_stop") == "1"
+                cur_step.sched_stuck = kv.get("stuck") == "1"
+            elif tag == "file-begin":
+                name = " ".join(rest)
+                ok = False
+                if len(rest) != 1 or not GUEST_FILE_NAME_RE.fullmatch(name):
+                    refuse(f"file name {name[:80]!r} is not a plain name inside the run folder; dropped")
+                elif name in RUN_DIR_OWN:
+                    refuse(f"file name {name!r} is one of the lab's own files; dropped")
+                elif name in result.files:
+                    refuse(f"file {name!r} sent twice; the second dropped")
+                elif begun >= GUEST_FILES_MAX:
+                    refuse(f"more than {GUEST_FILES_MAX} files; {name!r} dropped")
+                else:
+                    ok = True
+                begun += 1
+                cur = _GuestFile(name=name, ok=ok)
+            elif tag == "done":
+                result.completed = True
+        except (ValueError, IndexError) as e:
+            refuse(f"malformed record {line[:80]!r} ({e})")
+    if cur is not None and not result.timed_out:  # a guest killed by the lab stops mid-file: not its fault
+        refuse(f"file {cur.name!r} was not ended by its @@file-end; dropped")
     for i, sr in enumerate(step_results):
         if f"sched-{i}.log" in result.files:
             sr.sched_log = result.files[f"sched-{i}.log"]
     # Match the kernel's disable lines to the steps that started a sched_ext scheduler, in order.
     klog = run_dir / "kernel.log"
-    exits = sched_exits(klog.read_text(errors="replace")) if klog.exists() else []
+    exits = sched_exits(klog.read_text(errors="replace")) if "kernel.log" in result.files else []
     started = [(sr, st) for sr, st in zip(step_results, steps) if sr.sched_started]
     for (sr, st), ex in zip(started, exits):
         sr.sched_exit_kind, sr.sched_exit_reason = ex[1], ex[2]
@@ -292,23 +435,68 @@ def parse_ctl(text: str, run_dir: Path, result: RunResult, steps: list[Step]) ->
     result.steps = step_results
 
 
+@lru_cache(maxsize=None)
+def qemu_has_seccomp(qemu: str = QEMU) -> bool:
+    """Whether this QEMU was built with its seccomp sandbox (-sandbox): it then links libseccomp."""
+    path = shutil.which(qemu)
+    if path is None:
+        raise setup.SetupMissing(f"{qemu} is not installed; run: bin/lab setup")
+    r = subprocess.run(["ldd", path], capture_output=True, text=True)
+    if "libseccomp" not in r.stdout:
+        print(f"lab: warning: {path} has no seccomp sandbox (-sandbox); guests run without it",
+              file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def qemu_confinement() -> list[str]:
+    """QEMU options that limit what a guest (or a QEMU it has broken into) can reach on the host.
+
+    No network device at all (-nic none); no monitor, disk, shared folder or display (-nodefaults and the
+    command line name none). The seccomp sandbox denies obsolete system calls, fork/exec (spawn) and
+    scheduler/priority changes (resourcecontrol). As root, QEMU also drops to user nobody once it has opened
+    its files (the kernel, the initrd, ctl.log); set*id calls must then stay allowed for that drop, which is
+    harmless: after it QEMU holds no capability and runs with no_new_privs, so it cannot become root again."""
+    args = ["-nic", "none"]
+    if not qemu_has_seccomp():
+        return args
+    drop = os.geteuid() == 0 and _has_user("nobody")
+    args += ["-sandbox", "on,obsolete=deny,elevateprivileges=" + ("allow" if drop else "deny")
+             + ",spawn=deny,resourcecontrol=deny"]
+    if drop:
+        args += ["-run-with", "user=nobody"]
+    return args
+
+
+def _has_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
 def qemu_command(m: machines.Machine, vmlinuz: Path, initrd: Path, ctl_log: Path) -> list[str]:
-    return ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max",
+    return [QEMU, "-accel", "tcg,thread=multi", "-cpu", "max",
             *m.qemu_topology_args(),
             "-kernel", str(vmlinuz), "-initrd", str(initrd), "-append", KERNEL_ARGS,
             "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
+            *qemu_confinement(),
             "-serial", "stdio", "-serial", f"file:{ctl_log}"]
 
 
 def new_run_dir(machine: str, label: str = "run") -> Path:
+    """A new run folder; mkdir without exist_ok, so that two runs started in the same second never share one."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    d = paths.runs_dir() / f"{stamp}-{label}-{machine}"
+    paths.runs_dir().mkdir(parents=True, exist_ok=True)
     n = 1
-    while d.exists():
-        n += 1
-        d = paths.runs_dir() / f"{stamp}-{label}-{machine}-{n}"
-    d.mkdir(parents=True)
-    return d
+    while True:
+        d = paths.runs_dir() / (f"{stamp}-{label}-{machine}" + (f"-{n}" if n > 1 else ""))
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            n += 1
 
 
 # A guest kernel that dies while booting, before the job starts, under QEMU TCG: seen here now and then as
@@ -319,8 +507,10 @@ BOOT_CRASH_RE = re.compile(r"(Oops|Kernel panic|BUG:|general protection fault)")
 def crashed_before_job(run_dir: Path) -> bool:
     """True if the guest's kernel crashed and no step of the job began."""
     ctl = run_dir / "ctl.log"
-    if ctl.exists() and "@@step-begin" in ctl.read_text(errors="replace"):
-        return False
+    if ctl.exists():
+        with open(ctl, "rb") as fh:
+            if any(line is not None and line.startswith("@@step-begin") for line in _record_lines(fh)):
+                return False
     console = run_dir / "console.log"
     return console.exists() and bool(BOOT_CRASH_RE.search(console.read_text(errors="replace")))
 
@@ -342,14 +532,20 @@ def tcg_text_patch_oops(run_dir: Path) -> bool:
 
 
 def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None = None,
-            stream=sys.stdout, log=None, build_scheduler: bool = True, on_step_end=None) -> RunResult:
+            stream=sys.stdout, log=None, build_scheduler: bool = True, on_step_end=None,
+            deadline: float | None = None) -> RunResult:
     """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run.
     A guest that crashes or hangs while booting, before the job began, or that oopses on the emulator's
     text-patching int3 at any time (tcg_text_patch_oops), is booted once more (in RUN_DIR-retry).
-    on_step_end(step index, exit code), if given, is called as each step's command ends in the guest."""
+    on_step_end(step index, exit code), if given, is called as each step's command ends in the guest.
+    deadline (a time.monotonic() value), if given, bounds the whole call: the guest is killed then.
+    On an exception or a signal every QEMU started here is killed before it propagates."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end)
+    machines.check_host(m)
+    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end, deadline)
     first = Path(result.run_dir)
+    if result.guest_errors or result.cut_by_deadline:
+        return result
     if result.boot_hung or crashed_before_job(first):
         what = "hung" if result.boot_hung else "crashed"
         why = f"lab: the guest kernel {what} before the job began (see {first / 'console.log'}); booting once more"
@@ -361,11 +557,12 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
     retry_dir = first.with_name(first.name + "-retry")
     retry_dir.mkdir(parents=True, exist_ok=True)
     log(why)
-    return _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end)
+    return _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end, deadline)
 
 
 class _CtlWatcher:
-    """Reads the guest's records as they arrive: has it booted, and which steps have ended (for progress)."""
+    """Reads the guest's records as they arrive: has it booted, and which steps have ended (for progress).
+    Malformed records are left to parse_ctl, which names them; here they are only skipped."""
 
     def __init__(self, ctl: Path, on_step_end=None):
         self.ctl, self.on_step_end = ctl, on_step_end
@@ -375,23 +572,93 @@ class _CtlWatcher:
         try:
             with open(self.ctl, "rb") as fh:
                 fh.seek(self.offset)
-                data = fh.read()
+                data = fh.read(CTL_MAX_BYTES)
         except FileNotFoundError:
             return
         self.offset += len(data)
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()
+        if len(self.partial) > RECORD_MAX_LINE:  # no record is that long
+            self.partial = b""
         for raw in lines:
             if raw.startswith(b"@@booted"):
                 self.booted = True
             elif raw.startswith(b"@@cmd-end") and self.on_step_end is not None:
                 words = raw.decode(errors="replace").split()
-                if len(words) >= 3:
-                    self.on_step_end(int(words[1]), int(words[2]))
+                try:
+                    i, rc = int(words[1]), int(words[2])
+                except (ValueError, IndexError):
+                    continue
+                if i >= 0:
+                    self.on_step_end(i, rc)
+
+
+# Every QEMU this process has running, so that a signal or an exception anywhere can kill them all.
+_LIVE: set[subprocess.Popen] = set()
+
+
+def _kill_guest(proc: subprocess.Popen) -> None:
+    """SIGKILL QEMU's whole process group (it runs in its own session) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    _LIVE.discard(proc)
+
+
+def kill_all_guests() -> list[int]:
+    """Kill every QEMU still running (the last resort of bin/lab's signal and exception handling)."""
+    pids = []
+    for proc in list(_LIVE):
+        if proc.poll() is None:
+            pids.append(proc.pid)
+        _kill_guest(proc)
+    return pids
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_held = {"depth": 0, "pending": None}
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP as an exception, so that every cleanup on the way out runs (Python's default
+    for SIGTERM and SIGHUP is to die at once, leaving QEMU running)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _on_signal(signum, _frame) -> None:
+    if _held["depth"]:
+        _held["pending"] = _held["pending"] or signum
+        return
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> None:
+    """bin/lab's handlers: SIGINT, SIGTERM and SIGHUP raise Interrupted (see signals_held)."""
+    for s in _SIGNALS:
+        signal.signal(s, _on_signal)
+
+
+@contextmanager
+def signals_held():
+    """Hold the signals of install_signal_handlers for a short critical section (starting QEMU and noting it;
+    killing it and removing its files) and raise the first one that came once it is over."""
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        if not _held["depth"] and _held["pending"]:
+            signum, _held["pending"] = _held["pending"], None
+            raise Interrupted(signum)
 
 
 def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None,
-                  stream, log, build_scheduler: bool, on_step_end=None) -> RunResult:
+                  stream, log, build_scheduler: bool, on_step_end=None, deadline: float | None = None) -> RunResult:
     rel, vmlinuz, _ = setup.kernel_files()
     needs_locality = any(s.sched.name == "scx_locality" for s in steps)
     if needs_locality and build_scheduler:
@@ -409,36 +676,81 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
     ov = m.llc_override()
     if ov:
         job_files["/lab/llc-override.json"] = (json.dumps(ov, indent=1) + "\n").encode()
-    job_cpio = image.job_archive(job_files, run_dir / "job.cpio")
-    initrd = run_dir / "initrd.img"
-    with open(initrd, "wb") as out:
-        for part in (job_cpio, base):  # uncompressed first: the kernel cannot resume after a gzip member
-            with open(part, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    out.write(chunk)
     ctl = run_dir / "ctl.log"
     console = run_dir / "console.log"
-    cmd = qemu_command(m, vmlinuz, initrd, ctl)
-    (run_dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
+    initrd = run_dir / "initrd.img"
     result = RunResult(machine=m.name, run_dir=str(run_dir), kernel_log=str(run_dir / "kernel.log"),
                        topology_expected=expected_topology_text(m).splitlines())
-    log(f"lab: booting {m.name} ({m.nr_cpus} vCPUs, kernel {rel}); run folder {run_dir}")
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = None
+    try:
+        job_cpio = image.job_archive(job_files, run_dir / "job.cpio")
+        with open(initrd, "wb") as out:
+            for part in (job_cpio, base):  # uncompressed first: the kernel cannot resume after a gzip member
+                with open(part, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        out.write(chunk)
+        cmd = qemu_command(m, vmlinuz, initrd, ctl)
+        (run_dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
+        log(f"lab: booting {m.name} ({m.nr_cpus} vCPUs, kernel {rel}); run folder {run_dir}")
+        t0 = time.monotonic()
+        with signals_held():  # no signal between QEMU's start and its registration
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            _LIVE.add(proc)
+        _supervise(proc, m, steps, timeout_s, run_dir, result, stream, log, on_step_end, deadline, t0)
+    finally:
+        # An exception or a signal (KeyboardInterrupt, Interrupted) leaves no QEMU and no initrd copy behind;
+        # signals are held meanwhile so that a second Ctrl-C cannot cut this short.
+        with signals_held():
+            if proc is not None and proc.poll() is None:
+                _kill_guest(proc)
+                log(f"lab: stopped the guest (QEMU pid {proc.pid}); its logs so far are in {run_dir}")
+            _LIVE.discard(proc)
+            initrd.unlink(missing_ok=True)
+    if ctl.exists():
+        with open(ctl, "rb") as fh:
+            parse_ctl(fh, run_dir, result, steps)
+    else:
+        parse_ctl("", run_dir, result, steps)
+    if "kernel.log" not in result.files:
+        # The guest never sent its dmesg (hang, crash): the console is the best kernel log there is.
+        (run_dir / "kernel.log").unlink(missing_ok=True)
+        (run_dir / "kernel.log").write_bytes(console.read_bytes() if console.exists() else b"")
+    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n")
+    return result
+
+
+def _supervise(proc, m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path, result: RunResult,
+               stream, log, on_step_end, deadline: float | None, t0: float) -> None:
+    """Stream the console, watch the records, and kill the guest past its time limits or its output caps."""
+    console = run_dir / "console.log"
+    ctl = run_dir / "ctl.log"
+    stream_ok = [True]
 
     def pump():
+        written = 0
         with open(console, "wb") as fh:
             for line in iter(proc.stdout.readline, b""):
+                if written > CONSOLE_MAX_BYTES:
+                    continue  # keep draining, so that QEMU never blocks on a full pipe
+                written += len(line)
                 fh.write(line)
+                if written > CONSOLE_MAX_BYTES:
+                    fh.write(f"\n[lab: console output beyond {CONSOLE_MAX_BYTES >> 20} MiB dropped]\n".encode())
                 fh.flush()
-                if stream is not None:
-                    stream.write(line.decode(errors="replace").replace("\r", ""))
-                    stream.flush()
+                if stream is not None and stream_ok[0]:
+                    try:
+                        stream.write(CONSOLE_CONTROL_RE.sub("", line.decode(errors="replace")))
+                        stream.flush()
+                    except Exception as e:  # a broken consumer must not stop the draining
+                        log(f"lab: console consumer failed ({e!r}); the console still goes to {console}")
+                        stream_ok[0] = False
 
     th = threading.Thread(target=pump, daemon=True)
     th.start()
-    limit = m.boot_timeout_s + timeout_s + sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
+    # Steps bounded in the guest get the kill's grace (timeout -k 10) and the sending of their logs on top.
+    limit = (m.boot_timeout_s + timeout_s + sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
+             + sum(30 for s in steps if s.timeout_s))
     watch = _CtlWatcher(ctl, on_step_end)
     while True:
         try:
@@ -448,27 +760,27 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
             pass
         watch.poll()
         elapsed = time.monotonic() - t0
-        if not watch.booted and elapsed > m.boot_timeout_s:
+        if ctl.exists() and ctl.stat().st_size > CTL_MAX_BYTES:
+            result.guest_errors.append(f"the guest's records (ctl.log) passed {CTL_MAX_BYTES >> 20} MiB; "
+                                       "the guest was killed")
+            why = f"the guest wrote more than {CTL_MAX_BYTES >> 20} MiB of records"
+        elif deadline is not None and time.monotonic() >= deadline:
+            why = "the guest reached the deadline it was given"
+            result.timed_out = result.cut_by_deadline = True
+        elif not watch.booted and elapsed > m.boot_timeout_s:
             why = f"the guest did not boot within {m.boot_timeout_s} s"
-            result.boot_hung = True
+            result.timed_out = result.boot_hung = True
         elif elapsed > limit:
             why = f"the guest did not finish within {limit} s"
+            result.timed_out = True
         else:
             continue
-        result.timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        _kill_guest(proc)
         log(f"lab: error: {why} and was killed; logs in {run_dir}")
         break
+    _LIVE.discard(proc)
     th.join(timeout=5)
     result.wall_s = round(time.monotonic() - t0, 1)
-    parse_ctl(ctl.read_text(errors="replace") if ctl.exists() else "", run_dir, result, steps)
-    if not (run_dir / "kernel.log").exists():
-        # The guest never sent its dmesg (hang, crash): the console is the best kernel log there is.
-        (run_dir / "kernel.log").write_bytes(console.read_bytes() if console.exists() else b"")
-    initrd.unlink(missing_ok=True)
-    (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=1) + "\n")
-    return result
 
 
 def topology_report(result: RunResult) -> str:
