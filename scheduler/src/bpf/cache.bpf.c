@@ -88,6 +88,11 @@
  * per-process preferred LLC and share.
  */
 
+#include "locality.bpf.h"
+#include "cache.bpf.h"
+#include "home.bpf.h"
+#include "numa.bpf.h"
+
 const volatile bool cache_aware = true;
 /*
  * Occupancy accounting and the per-process statistics run only with the
@@ -175,7 +180,7 @@ static __always_inline bool cache_llc_overloaded(u32 l)
 }
 
 /* gate "into": may a task move from @src into its preferred LLC @dst? */
-static __always_inline bool cache_may_enter(u32 src, u32 dst)
+__hidden bool cache_may_enter(u32 src, u32 dst)
 {
 	u64 d = cache_llc_busy_pct(dst), s = cache_llc_busy_pct(src);
 
@@ -183,7 +188,7 @@ static __always_inline bool cache_may_enter(u32 src, u32 dst)
 }
 
 /* gate "out": may a task leave its preferred LLC @pref? */
-static __always_inline bool cache_may_leave(u32 pref)
+__hidden bool cache_may_leave(u32 pref)
 {
 	return cache_llc_overloaded(pref);
 }
@@ -194,7 +199,7 @@ static __always_inline u64 cache_epoch_now(void)
 }
 
 /* preferred LLC of @p's process, or -1 */
-static __always_inline s32 cache_pref(struct task_struct *p)
+__hidden s32 cache_pref(struct task_struct *p __arg_trusted)
 {
 	struct cache_proc *e;
 	u32 tgid;
@@ -220,7 +225,7 @@ static __always_inline s32 cache_pref(struct task_struct *p)
  * Should @p stay in LLC @llc rather than take an idle CPU elsewhere? True
  * if @llc is its preferred LLC and not overloaded (gate "out").
  */
-static __always_inline bool cache_keep(struct task_struct *p, u32 llc)
+__hidden bool cache_keep(struct task_struct *p __arg_trusted, u32 llc)
 {
 	s32 pref = cache_pref(p);
 
@@ -307,7 +312,7 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 }
 
 /* ops.stopping: charge @used ns run on @cpu to @p's process. */
-static void cache_account(struct task_struct *p, s32 cpu, u64 used)
+__hidden void cache_account(struct task_struct *p __arg_trusted, s32 cpu, u64 used)
 {
 	struct cache_proc *e, *init;
 	u32 tgid, l, nt, zero = 0;
@@ -367,7 +372,7 @@ static void cache_account(struct task_struct *p, s32 cpu, u64 used)
 }
 
 /* ops.exit_task: the leader's task is freed after its whole group: drop the entry */
-static __always_inline void cache_task_exit(struct task_struct *p)
+__hidden void cache_task_exit(struct task_struct *p __arg_trusted)
 {
 	u32 tgid;
 
@@ -383,7 +388,7 @@ s32 cpu_run_pref[MAX_CPUS];
 s32 cpu_aggr_req[MAX_CPUS];
 
 /* ops.running: note @p's preferred LLC; drop an ask meant for another */
-static __always_inline void cache_running(struct task_struct *p, s32 cpu)
+__hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu)
 {
 	u32 c = cpu & CPU_MASK;
 	s32 want;
@@ -400,7 +405,7 @@ static __always_inline void cache_running(struct task_struct *p, s32 cpu)
  * @cpu goes idle with nothing to steal: ask one task of its node, running
  * in another LLC, whose process prefers @cpu's LLC, to come.
  */
-static void cache_aggr_mark(s32 cpu)
+__hidden void cache_aggr_mark(s32 cpu)
 {
 	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c], i, start, end;
 	bool refused = false;
@@ -438,7 +443,7 @@ static void cache_aggr_mark(s32 cpu)
  * is not prev's, lies in prev's node and passes the gate "into"; else -1.
  * Uses the scratch mask.
  */
-static s32 cache_wake_pick(struct task_struct *p, s32 prev_cpu)
+__hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 {
 	struct bpf_cpumask *tmp;
 	const struct cpumask *m;
@@ -482,10 +487,7 @@ static s32 cache_wake_pick(struct task_struct *p, s32 prev_cpu)
  * @p was queued on busy @victim outside its preferred LLC: kick an idle CPU
  * of the preferred LLC (same node) to pull it. True if one was kicked.
  */
-static __always_inline bool kick_idle_in(struct task_struct *p,
-					 const struct cpumask *mask);
-
-static bool cache_kick_pref(struct task_struct *p, s32 victim)
+__hidden bool cache_kick_pref(struct task_struct *p __arg_trusted, s32 victim)
 {
 	u32 v = victim & CPU_MASK, src = cpu_llc[v];
 	s32 pref = cache_pref(p);

@@ -42,6 +42,9 @@
  *
  * Stats: STAT_XNODE_HOME, STAT_HOME_KEPT, STAT_HOME_ACTIVE, STAT_HOME_SWAP.
  */
+#include "locality.bpf.h"
+#include "home.bpf.h"
+#include "numa.bpf.h"
 
 const volatile bool home_enabled;
 
@@ -56,7 +59,7 @@ struct {
 } proc_home SEC(".maps");
 
 /* @p's home node, or -1 */
-static __always_inline s32 task_home(struct task_struct *p, struct task_ctx *tctx)
+__hidden s32 task_home(struct task_struct *p __arg_trusted, struct task_ctx *tctx)
 {
 	u32 tgid;
 	s32 *n, h;
@@ -76,7 +79,7 @@ static __always_inline s32 task_home(struct task_struct *p, struct task_ctx *tct
 }
 
 /* 1. wake-up away from home: an idle CPU of the home node, else -1 */
-static s32 home_wake_pick(struct task_struct *p, s32 prev_cpu)
+__hidden s32 home_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 {
 	struct task_ctx *tctx = task_ctx(p);
 	s32 h = task_home(p, tctx), cpu;
@@ -92,7 +95,7 @@ static s32 home_wake_pick(struct task_struct *p, s32 prev_cpu)
 }
 
 /* 2.: may @p leave node @n? false if @n is its home */
-static bool home_may_leave(struct task_struct *p, struct task_ctx *tctx, u32 n)
+__hidden bool home_may_leave(struct task_struct *p __arg_trusted, struct task_ctx *tctx, u32 n)
 {
 	if (task_home(p, tctx) != (s32)n)
 		return true;
@@ -101,8 +104,8 @@ static bool home_may_leave(struct task_struct *p, struct task_ctx *tctx, u32 n)
 }
 
 /* 3.: may a CPU of node @dst steal @p from node @src? */
-static __always_inline bool home_steal_ok(struct task_struct *p, struct task_ctx *tctx,
-					  u32 src, u32 dst)
+__hidden bool home_steal_ok(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
+			    u32 src, u32 dst)
 {
 	if (task_home(p, tctx) != (s32)src ||
 	    node_unused[dst & NODE_MASK] >= NUMA_SETTLED_TRIES)
@@ -112,7 +115,7 @@ static __always_inline bool home_steal_ok(struct task_struct *p, struct task_ctx
 }
 
 /* ops.running: remember the home of the task now on @cpu for the pass */
-static __always_inline void home_running(struct task_struct *p, struct task_ctx *tctx, s32 cpu)
+__hidden void home_running(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
 {
 	if (home_enabled && cpu_valid(cpu))
 		cpu_run_home[cpu & CPU_MASK] = task_home(p, tctx) + 1;
@@ -142,7 +145,7 @@ static __always_inline u32 *home_pair(u32 from, u32 to)
  * back, to an idle CPU there or in a swap. One move per (from, to) node
  * pair per pass, any number of nodes.
  */
-static void home_balance(u64 now)
+__hidden void home_balance(u64 now)
 {
 	const struct cpumask *idle;
 	u32 i, j, pass;

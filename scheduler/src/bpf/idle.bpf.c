@@ -72,6 +72,9 @@
  * Stats: STAT_IDLE_RESYNC, STAT_IDLE_CLAIM_LOST.
  */
 
+#include "locality.bpf.h"
+#include "idle.bpf.h"
+
 const volatile bool sparse_idle;
 
 /* One CPU's idle flag, alone in its cache line. 1: idle and unclaimed. */
@@ -183,7 +186,7 @@ static __always_inline s32 builtin_pick(struct task_struct *p,
 /* ---- what push.bpf.c calls ---- */
 
 /* Claim @cpu if it and all its SMT siblings are idle. */
-static __always_inline bool idle_claim_core(s32 cpu)
+__hidden bool idle_claim_core(s32 cpu)
 {
 	const struct cpumask *idle_smt;
 	bool core_idle;
@@ -198,7 +201,7 @@ static __always_inline bool idle_claim_core(s32 cpu)
 }
 
 /* Claim @cpu if it is idle. */
-static __always_inline bool idle_claim_cpu(s32 cpu)
+__hidden bool idle_claim_cpu(s32 cpu)
 {
 	if (sparse_idle)
 		return sparse_claim(cpu);
@@ -206,7 +209,7 @@ static __always_inline bool idle_claim_cpu(s32 cpu)
 }
 
 /* Claim an idle CPU of LLC @llc allowed for @p (of a whole idle core if @core), or -1. */
-static __always_inline s32 idle_pick_llc(struct task_struct *p, u32 llc, bool core)
+__hidden s32 idle_pick_llc(struct task_struct *p __arg_trusted, u32 llc, bool core)
 {
 	if (llc >= MAX_LLCS)
 		return -1;
@@ -220,8 +223,7 @@ static __always_inline s32 idle_pick_llc(struct task_struct *p, u32 llc, bool co
  * skips LLC @skip_llc (already searched); the built-in pick re-checks it,
  * which is harmless.
  */
-static __always_inline s32 idle_pick_node(struct task_struct *p, u32 node,
-					  u32 skip_llc)
+__hidden s32 idle_pick_node(struct task_struct *p __arg_trusted, u32 node, u32 skip_llc)
 {
 	if (node >= MAX_NODES)
 		return -1;
@@ -234,7 +236,7 @@ static __always_inline s32 idle_pick_node(struct task_struct *p, u32 node,
 /* ---- upkeep ---- */
 
 /* The sampling timer saw @cpu idle in the built-in mask (see races above). */
-static __always_inline void idle_resync(u32 cpu, bool builtin_idle, s32 local_queued)
+__hidden void idle_resync(u32 cpu, bool builtin_idle, s32 local_queued)
 {
 	u32 c = cpu & CPU_MASK;
 
@@ -244,7 +246,8 @@ static __always_inline void idle_resync(u32 cpu, bool builtin_idle, s32 local_qu
 	stat_inc(STAT_IDLE_RESYNC);
 }
 
-void BPF_STRUCT_OPS(locality_update_idle, s32 cpu, bool idle)
+/* ops.update_idle: @cpu went idle or busy */
+__hidden void idle_update(s32 cpu, bool idle)
 {
 	u32 c = cpu & CPU_MASK;
 

@@ -88,15 +88,17 @@
  * knobs in numa.bpf.c.
  * Stats: the per-CPU "stats" array, indices in intf.h.
  */
-#include <scx/common.bpf.h>
-#include "intf.h"
+#include "locality.bpf.h"
+#include "numa.bpf.h"
+#include "home.bpf.h"
+#include "cache.bpf.h"
+#include "idle.bpf.h"
+#include "place.bpf.h"
+#include "pull.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
 UEI_DEFINE(uei);
-
-#define CPU_MASK	(MAX_CPUS - 1)
-#define MIN(a, b)	((a) < (b) ? (a) : (b))
 
 /* ---- knobs and topology: rodata, written by the agent before load ---- */
 
@@ -163,11 +165,6 @@ u64 iwq_last_ns;
  * printed in the kernel's exit dump (ops.dump_cpu) if we are ever ejected.
  * Written only by its own CPU.
  */
-struct cpu_diag {
-	u64 dispatches, local_moves, steals, keeps, empties;
-	u64 dispatch_at, run_at, run_vtime;
-	s32 run_pid;
-};
 struct cpu_diag cpu_diag[MAX_CPUS];
 
 /*
@@ -186,76 +183,6 @@ u32 iwq_node_idle[MAX_NODES], iwq_node_queued[MAX_NODES];
 
 /* ---- maps ---- */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LOC_NR_STATS);
-	__type(key, u32);
-	__type(value, u64);
-} stats SEC(".maps");
-
-struct task_ctx {
-	u64 vtime;		/* weighted virtual time */
-	u64 started_at;		/* when it last started running */
-	u64 queued_at;		/* when it was last queued, 0 once running */
-	s32 last_cpu;		/* where it last ran, -1 if never */
-	s32 vtime_cpu;		/* vtime is relative to this CPU's clock */
-	u8 exec_pending;	/* exec'd, not yet placed (numa.bpf.c) */
-	u64 xnode_at;		/* last NUMA-policy node change, 0 never */
-	u64 node_rt;		/* runtime on node rt_node since it came there */
-	s32 rt_node;		/* node of its last run, -1 never */
-	s32 home;		/* its process's home node, -1 none (home.bpf.c) */
-	u64 home_gen;		/* ... as of this home_gen */
-	u32 last_wakee;		/* pid of the last task it woke (push_record_wakee) */
-	u32 wakee_flips;	/* ... how often that changed, halved each second */
-	u64 flips_decay_at;	/* ... last halving */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_ctx);
-} task_ctxs SEC(".maps");
-
-struct mask_ctx {
-	struct bpf_cpumask __kptr *mask;
-};
-
-/* kernel cpumasks of each LLC / node, for scx_bpf_pick_idle_cpu() */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_LLCS);
-	__type(key, u32);
-	__type(value, struct mask_ctx);
-} llc_masks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_NODES);
-	__type(key, u32);
-	__type(value, struct mask_ctx);
-} node_masks SEC(".maps");
-
-/* [0]: CPUs online as far as sched_ext told us */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct mask_ctx);
-} online_mask SEC(".maps");
-
-/*
- * Per-CPU scratch mask for "LLC (or node) AND p->cpus_ptr". Only the
- * scheduling callbacks use it; they run with IRQs off and do not nest on
- * one CPU, so one mask per CPU is enough.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct mask_ctx);
-} scratch_masks SEC(".maps");
-
 struct iwq_timer {
 	struct bpf_timer timer;
 };
@@ -268,64 +195,6 @@ struct {
 } iwq_timers SEC(".maps");
 
 /* ---- small helpers ---- */
-
-static __always_inline void stat_add(u32 idx, u64 val)
-{
-	u64 *cnt = bpf_map_lookup_elem(&stats, &idx);
-
-	if (cnt)
-		*cnt += val;
-}
-
-static __always_inline void stat_inc(u32 idx)
-{
-	stat_add(idx, 1);
-}
-
-static __always_inline bool cpu_valid(s32 cpu)
-{
-	return cpu >= 0 && cpu < nr_cpus && cpu < MAX_CPUS;
-}
-
-static __always_inline bool cpu_online(s32 cpu)
-{
-	return cpu_valid(cpu) && cpu_is_online[cpu & CPU_MASK];
-}
-
-static __always_inline struct task_ctx *task_ctx(struct task_struct *p)
-{
-	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
-}
-
-static __always_inline const struct cpumask *llc_cpumask(u32 llc)
-{
-	struct mask_ctx *m = bpf_map_lookup_elem(&llc_masks, &llc);
-
-	return m && m->mask ? cast_mask(m->mask) : NULL;
-}
-
-static __always_inline const struct cpumask *node_cpumask(u32 node)
-{
-	struct mask_ctx *m = bpf_map_lookup_elem(&node_masks, &node);
-
-	return m && m->mask ? cast_mask(m->mask) : NULL;
-}
-
-static __always_inline struct bpf_cpumask *scratch_mask(void)
-{
-	u32 zero = 0;
-	struct mask_ctx *m = bpf_map_lookup_elem(&scratch_masks, &zero);
-
-	return m ? m->mask : NULL;
-}
-
-static __always_inline const struct cpumask *online_cpumask(void)
-{
-	u32 zero = 0;
-	struct mask_ctx *m = bpf_map_lookup_elem(&online_mask, &zero);
-
-	return m && m->mask ? cast_mask(m->mask) : NULL;
-}
 
 /*
  * Re-express @tctx's vtime against @cpu's clock (see "Fairness" above):
@@ -370,19 +239,6 @@ static __always_inline u64 place_vtime(struct task_ctx *tctx, s32 cpu)
 	return v;
 }
 
-static __always_inline u64 pinned_dsq(s32 cpu)
-{
-	return PINNED_DSQ_BASE + (u64)(cpu & CPU_MASK);
-}
-
-/* tasks waiting in both of @cpu's DSQs */
-static __always_inline s32 nr_queued_cpu(s32 cpu)
-{
-	s32 a = scx_bpf_dsq_nr_queued(cpu), b = scx_bpf_dsq_nr_queued(pinned_dsq(cpu));
-
-	return (a > 0 ? a : 0) + (b > 0 ? b : 0);
-}
-
 /*
  * Every kick goes through here. scx_bpf_kick_cpu() queues an irq_work on
  * the calling CPU and raises a self-IPI for it. On a CPU that is going
@@ -395,7 +251,7 @@ static __always_inline s32 nr_queued_cpu(s32 cpu)
  * lost for long: tasks queued there are drained by the others and the
  * sampling timer wakes idle CPUs with queued work (rescue kicks).
  */
-static void kick_cpu(s32 cpu, u64 flags)
+__hidden void kick_cpu(s32 cpu, u64 flags)
 {
 	const struct cpumask *online = scx_bpf_get_online_cpumask();
 	bool here_online = bpf_cpumask_test_cpu(bpf_get_smp_processor_id(), online);
@@ -408,68 +264,28 @@ static void kick_cpu(s32 cpu, u64 flags)
 	scx_bpf_kick_cpu(cpu, flags);
 }
 
-#include "numa.bpf.c"
-#include "home.bpf.c"
-#include "cache.bpf.c"
-#include "idle.bpf.c"
-#include "push.bpf.c"
-#include "pull.bpf.c"
-
 /* ---- ops ---- */
 
 s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
-	struct task_ctx *tctx = task_ctx(p), *waker = NULL;
-	bool is_fork = wake_flags & SCX_WAKE_FORK;
-	s32 cpu = -1;
+	struct task_ctx *tctx;
+	s32 cpu = place_wakeup(p, prev_cpu, wake_flags);
 
-	/*
-	 * An exec'd program (and, with --place-at-fork, a new process): the
-	 * NUMA policy may start it on the least loaded node. New threads,
-	 * forked children and everything else: the normal push, near prev
-	 * (for a new task that is its parent's CPU).
-	 */
-	if (tctx && tctx->exec_pending) {
-		tctx->exec_pending = 0;
-		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_EXEC);
-		if (cpu >= 0)
-			numa_note_placed(cpu);
-	} else if (place_at_fork && is_fork && p->pid == p->tgid) {
-		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
-	}
-	if (cpu < 0 && !is_fork)
-		cpu = home_wake_pick(p, prev_cpu);
-	if (!is_fork)
-		waker = push_record_wakee(p);
-	if (cpu < 0 && !is_fork && (wake_flags & SCX_WAKE_SYNC))
-		cpu = push_follow_waker(p, tctx, waker, prev_cpu,
-					bpf_get_smp_processor_id());
-	if (cpu < 0 && !is_fork)
-		cpu = cache_wake_pick(p, prev_cpu);
-	if (cpu < 0 && !is_fork && (wake_flags & SCX_WAKE_SYNC))
-		cpu = push_wake_affine(p, tctx, waker, prev_cpu,
-				       bpf_get_smp_processor_id());
 	if (cpu < 0)
-		cpu = push_pick_cpu(p, prev_cpu, is_fork);
-	if (is_fork)
-		numa_note_placed(cpu >= 0 ? cpu : prev_cpu);
-
-	if (cpu >= 0) {
-		/*
-		 * We claimed an idle CPU (its idle bit is cleared), so its local
-		 * DSQ is empty and the task runs next there: skipping the vtime
-		 * DSQ costs no fairness. The task's vtime is still charged in
-		 * ops.stopping.
-		 */
-		place_vtime(tctx, cpu);
-		if (tctx)
-			tctx->queued_at = scx_bpf_now();
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
-		stat_inc(STAT_DIRECT);
-		return cpu;
-	}
-	return prev_cpu;
+		return prev_cpu;
+	/*
+	 * We claimed an idle CPU (its idle bit is cleared), so its local DSQ
+	 * is empty and the task runs next there: skipping the vtime DSQ costs
+	 * no fairness. The task's vtime is still charged in ops.stopping.
+	 */
+	tctx = task_ctx(p);
+	place_vtime(tctx, cpu);
+	if (tctx)
+		tctx->queued_at = scx_bpf_now();
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+	stat_inc(STAT_DIRECT);
+	return cpu;
 }
 
 /*
@@ -833,6 +649,11 @@ static void set_online(s32 cpu, bool online)
 	}
 }
 
+void BPF_STRUCT_OPS(locality_update_idle, s32 cpu, bool idle)
+{
+	idle_update(cpu, idle);
+}
+
 void BPF_STRUCT_OPS(locality_cpu_online, s32 cpu)
 {
 	if (cpu_valid(cpu) && !cpu_topo_known[cpu & CPU_MASK]) {
@@ -928,7 +749,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		if (l >= MAX_LLCS || n >= MAX_NODES)
 			continue;
 		if (!cpu_is_online[c]) {
-			numa_load_cpu(c, l, n, 0, false, snow, ugap);
+			numa_load_cpu(c, 0, false, snow, ugap);
 			continue;
 		}
 		is_idle = bpf_cpumask_test_cpu(i, idle);
@@ -946,7 +767,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 			kick_cpu(i, SCX_KICK_IDLE);
 			stat_inc(STAT_RESCUE_KICK);
 		}
-		numa_load_cpu(c, l, n, (q > 0 ? q : 0) + (pq > 0 ? pq : 0) +
+		numa_load_cpu(c, (q > 0 ? q : 0) + (pq > 0 ? pq : 0) +
 			      (lq > 0 ? lq : 0) + !is_idle, !is_idle, snow, ugap);
 		if (is_idle) {
 			iwq_llc_idle[l]++;

@@ -156,13 +156,13 @@
  * Stats: STAT_XNODE_* (cross-node moves by cause), STAT_NUMA_* (policy
  * decisions); node_load / node_load_sum / load_samples (globals).
  */
+#include "locality.bpf.h"
+#include "numa.bpf.h"
+#include "home.bpf.h"
 
 const volatile u32 numa_mode = NUMA_UPSTREAM;
 const volatile u64 numa_interval_ns = DFL_NUMA_INTERVAL_MS * 1000000ULL;
 const volatile u32 node_imb_nr[MAX_NODES];	/* upstream allowance per node */
-
-#define NODE_MASK	(MAX_NODES - 1)
-#define LLC_MASK	(MAX_LLCS - 1)
 
 u32 cpu_load[MAX_CPUS];		/* EWMA of runnable tasks, 1 << LOAD_SHIFT each */
 u32 llc_load[MAX_LLCS];
@@ -201,10 +201,6 @@ s32 active_to[MAX_CPUS];	/* rule 6: node to send this CPU's preempted task to, +
 u64 active_at[MAX_CPUS];	/* ... marked then; a mark older than one interval is void */
 s32 active_pid[MAX_CPUS];	/* ... for the task that was running there then */
 
-/* home.bpf.c, included after this file */
-static bool home_may_leave(struct task_struct *p, struct task_ctx *tctx, u32 n);
-static void home_balance(u64 now);
-
 /* timer scratch */
 u32 llc_load_acc[MAX_LLCS], node_load_acc[MAX_NODES], node_nr_now[MAX_NODES];
 u32 node_util_acc[MAX_NODES];
@@ -229,23 +225,11 @@ static __always_inline u32 node_tasks(u32 n)
  * the same stale loads: numaq4 started three on one node and one on
  * another, and the balance pass later moved a job away from its memory.
  */
-static __always_inline void numa_note_placed(s32 cpu)
+__hidden void numa_note_placed(s32 cpu)
 {
 	if (numa_mode != NUMA_OFF && cpu_valid(cpu))
 		__sync_fetch_and_add(&node_placed[cpu_node[cpu & CPU_MASK] & NODE_MASK],
 				     1 << LOAD_SHIFT);
-}
-
-static __always_inline u32 node_nr_cpus(u32 n)
-{
-	n &= NODE_MASK;
-	return node_off[n + 1] - node_off[n];
-}
-
-static __always_inline u32 llc_nr_cpus(u32 l)
-{
-	l &= LLC_MASK;
-	return llc_off[l + 1] - llc_off[l];
 }
 
 /*
@@ -280,7 +264,7 @@ static __always_inline s32 node_idle(u32 n, u32 extra)
  * CPUs while its node is a quarter busy, and treating that as overload
  * spread it over both nodes of numa2 at every wake-up.
  */
-static __always_inline bool numa_node_overloaded(u32 n, u32 extra)
+__hidden bool numa_node_overloaded(u32 n, u32 extra)
 {
 	u64 cap = (u64)node_nr_cpus(n) << LOAD_SHIFT;
 	u64 placed = node_placed[n & NODE_MASK] + ((u64)extra << LOAD_SHIFT);
@@ -360,21 +344,21 @@ static s32 numa_least_loaded(u64 skip)
 	return best;
 }
 
-static __always_inline bool numa_task_may_cross(struct task_ctx *tctx, u64 now)
+__hidden bool numa_task_may_cross(struct task_ctx *tctx, u64 now)
 {
 	if (numa_mode == NUMA_OFF || !tctx || !tctx->xnode_at)
 		return true;
 	return time_delta(now, tctx->xnode_at) >= numa_interval_ns;
 }
 
-static __always_inline void numa_task_crossed(struct task_ctx *tctx, u64 now)
+__hidden void numa_task_crossed(struct task_ctx *tctx, u64 now)
 {
 	if (tctx)
 		tctx->xnode_at = now ?: 1;
 }
 
 /* Claim an idle CPU of node @n allowed for @p, or -1. Uses the scratch mask. */
-static __always_inline s32 numa_idle_in_node(struct task_struct *p, u32 n)
+__hidden s32 numa_idle_in_node(struct task_struct *p __arg_trusted, u32 n)
 {
 	struct bpf_cpumask *tmp = scratch_mask();
 	const struct cpumask *nmask = node_cpumask(n);
@@ -386,18 +370,18 @@ static __always_inline s32 numa_idle_in_node(struct task_struct *p, u32 n)
 }
 
 /* ops.running: a run starts on @cpu at @now (for utilisation) */
-static __always_inline void numa_run_start(s32 cpu, u64 now)
+__hidden void numa_run_start(s32 cpu, u64 now)
 {
 	if (cpu_valid(cpu))
 		cpu_run_since[cpu & CPU_MASK] = now;
 }
 
 /* ops.stopping: @used ns run on @cpu; restart the count on a new node */
-static __always_inline void numa_account(struct task_ctx *tctx, s32 cpu, u64 used)
+__hidden void numa_account(struct task_ctx *tctx, s32 cpu, u64 used)
 {
 	s32 n;
 
-	if (!cpu_valid(cpu))
+	if (!tctx || !cpu_valid(cpu))
 		return;
 	cpu_run_since[cpu & CPU_MASK] = 0;
 	cpu_busy_ns[cpu & CPU_MASK] += used;
@@ -413,7 +397,7 @@ static __always_inline void numa_account(struct task_ctx *tctx, s32 cpu, u64 use
  * Cross-node steal by a CPU of node @dst: may it take @tctx's task, or is
  * the task settled on its node (rule 5) while the budget is young?
  */
-static __always_inline bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst)
+__hidden bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst)
 {
 	if (numa_mode == NUMA_OFF || !tctx || tctx->node_rt < numa_interval_ns)
 		return true;
@@ -430,7 +414,7 @@ static __always_inline bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst
  * one, any CPU of it that @p may use (ops.enqueue queues it there and kicks
  * it). Returns the CPU or -1.
  */
-static s32 numa_active_take(struct task_struct *p, s32 cpu, bool *claimed)
+__hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool *claimed)
 {
 	const struct cpumask *nmask;
 	struct task_ctx *tctx = task_ctx(p);
@@ -452,7 +436,8 @@ static s32 numa_active_take(struct task_struct *p, s32 cpu, bool *claimed)
 	if (to < 0 || to >= MAX_NODES || to == (s32)cpu_node[cpu & CPU_MASK])
 		return -1;
 	dst = numa_idle_in_node(p, to);
-	*claimed = dst >= 0;
+	if (claimed)
+		*claimed = dst >= 0;
 	if (dst < 0) {
 		nmask = node_cpumask(to);
 		if (!nmask)
@@ -517,7 +502,7 @@ static __always_inline s32 numa_cross_candidate(struct task_ctx *tctx, u64 now, 
  * push step 5: prev's node has no idle CPU for @p (or prev is unusable).
  * Return a claimed idle CPU elsewhere, or -1 to stay.
  */
-static s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork)
+__hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork)
 {
 	struct task_ctx *tctx;
 	u32 src;
@@ -572,7 +557,7 @@ static s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork)
  * (normal push near the parent). Nodes are tried from the least loaded
  * up; a node with no idle CPU for @p is passed over, not given up on.
  */
-static s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause)
+__hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause)
 {
 	struct task_ctx *tctx;
 	u32 src, k;
@@ -647,8 +632,8 @@ static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ct
  * and lab numa-pair measured 0% of samples with netperf and its netserver
  * on one node (EEVDF 99%, through its wake_affine()).
  */
-static bool numa_wake_follow(struct task_struct *p, struct task_ctx *tctx,
-			     struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
+__hidden bool numa_wake_follow(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
+			       struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
 {
 	u32 wn, pn;
 
@@ -669,7 +654,7 @@ static bool numa_wake_follow(struct task_struct *p, struct task_ctx *tctx,
 }
 
 /* @p followed its waker to another node (the push found it a CPU there) */
-static __always_inline void numa_followed(struct task_ctx *tctx)
+__hidden void numa_followed(struct task_ctx *tctx)
 {
 	numa_task_crossed(tctx, scx_bpf_now());
 	stat_inc(STAT_XNODE_WAKE_FOLLOW);
@@ -690,7 +675,7 @@ static __always_inline bool numa_other_overloaded(s32 cpu)
 }
 
 /* pull level 5: is a cross-node steal possible at all for @cpu now? */
-static __always_inline bool numa_steal_open(s32 cpu)
+__hidden bool numa_steal_open(s32 cpu)
 {
 	if (numa_mode == NUMA_OFF)
 		return steal_cross_node;
@@ -704,9 +689,7 @@ static __always_inline bool numa_steal_open(s32 cpu)
  * NUMA_STEAL_OVERLOAD, the victim's node being overloaded while ours is
  * not (rule 7).
  */
-enum { NUMA_STEAL_NO, NUMA_STEAL_BUDGET, NUMA_STEAL_OVERLOAD };
-
-static __always_inline u32 numa_may_steal_across(s32 cpu, s32 victim)
+__hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
 {
 	u32 n, vn;
 
@@ -722,7 +705,7 @@ static __always_inline u32 numa_may_steal_across(s32 cpu, s32 victim)
 }
 
 /* @cpu stole a task from another node: spend budget when it came from there */
-static __always_inline void numa_stole_across(s32 cpu, u32 why)
+__hidden void numa_stole_across(s32 cpu, u32 why)
 {
 	if (why == NUMA_STEAL_OVERLOAD) {
 		stat_inc(STAT_XNODE_STEAL_OVERLOAD);
@@ -735,7 +718,7 @@ static __always_inline void numa_stole_across(s32 cpu, u32 why)
 
 /* ---- load tracking and the balance pass (called from the timer) ---- */
 
-static void numa_load_begin(void)
+__hidden void numa_load_begin(void)
 {
 	u32 i;
 
@@ -787,13 +770,12 @@ static __always_inline u32 numa_busy_share(u32 c, u64 now, u64 gap, bool busy)
 }
 
 /*
- * One sample of CPU @c (LLC @l, node @n): @nr runnable tasks, @busy not
- * idle now, @now and @gap as numa_busy_share()'s.
+ * One sample of CPU @c: @nr runnable tasks, @busy not idle now, @now and
+ * @gap as numa_busy_share()'s.
  */
-static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr, bool busy,
-					  u64 now, u64 gap)
+__hidden void numa_load_cpu(u32 c, u32 nr, bool busy, u64 now, u64 gap)
 {
-	u32 v, u;
+	u32 l = cpu_llc[c & CPU_MASK], n = cpu_node[c & CPU_MASK], v, u;
 
 	if (nr > 4096)
 		nr = 4096;
@@ -810,7 +792,7 @@ static __always_inline void numa_load_cpu(u32 c, u32 l, u32 n, u32 nr, bool busy
 
 static void numa_balance_pass(u64 now);
 
-static void numa_load_end(u64 now)
+__hidden void numa_load_end(u64 now)
 {
 	u32 i;
 

@@ -46,6 +46,12 @@
  * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_KICK_STEALER.
  */
 
+#include "locality.bpf.h"
+#include "pull.bpf.h"
+#include "cache.bpf.h"
+#include "home.bpf.h"
+#include "numa.bpf.h"
+
 /* steal_from() flags */
 #define STEAL_PINNED	8	/* scan the victim's pinned DSQ (offline drain) */
 #define STEAL_CROSS	1	/* victim on another node: NUMA policy per task */
@@ -261,7 +267,7 @@ static bool steal_offline(s32 cpu)
  * still evens out, which matters because nothing else rebalances tasks
  * that never sleep.
  */
-static bool pull_steal(s32 cpu, bool prev_runnable)
+__hidden bool pull_steal(s32 cpu, bool prev_runnable)
 {
 	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c];
 	u32 min_q = prev_runnable ? 2 : 1;
@@ -287,32 +293,11 @@ static bool pull_steal(s32 cpu, bool prev_runnable)
 	return false;
 }
 
-/* Claim and kick one idle CPU of @mask allowed for @p (scratch mask used). */
-static __always_inline bool kick_idle_in(struct task_struct *p,
-					 const struct cpumask *mask)
-{
-	struct bpf_cpumask *tmp = scratch_mask();
-	s32 cpu;
-
-	if (!tmp || !mask)
-		return false;
-	if (p)
-		bpf_cpumask_and(tmp, mask, p->cpus_ptr);
-	else
-		bpf_cpumask_copy(tmp, mask);
-	cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
-	if (cpu < 0)
-		return false;
-	kick_cpu(cpu, SCX_KICK_IDLE);
-	stat_inc(STAT_KICK_STEALER);
-	return true;
-}
-
 /*
  * @p was just queued on busy @victim: wake one idle CPU nearby that may run
  * it, so that CPU's ops.dispatch pulls it instead of it waiting a slice.
  */
-static void pull_kick_stealer(struct task_struct *p, s32 victim)
+__hidden void pull_kick_stealer(struct task_struct *p __arg_trusted, s32 victim)
 {
 	u32 v = victim & CPU_MASK;
 
@@ -334,7 +319,7 @@ static void pull_kick_stealer(struct task_struct *p, s32 victim)
 }
 
 /* @victim went offline with tasks queued: wake anyone nearby to drain it. */
-static void pull_kick_any_near(s32 victim)
+__hidden void pull_kick_any_near(s32 victim)
 {
 	u32 v = victim & CPU_MASK;
 

@@ -1,26 +1,26 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * push.bpf.c - where does a waking task go? (ops.select_cpu)
+ * push.bpf.c - the idle-CPU search of a waking task (ops.select_cpu)
  *
  * Idea: look for an idle CPU nearest to the task's previous CPU, trying the
- * levels in order of how much cache they share with it:
+ * levels in order of how much cache they share with it (push_pick_cpu()):
  *
- *   0. a synchronous wake-up by a task on another node: an idle CPU in the
- *      waker's LLC, else its node, if numa_wake_follow() (numa.bpf.c)
- *      allows it -- a communicating pair ends up on one node
- *  0b. a synchronous wake-up by a task in prev's node but another LLC: an
- *      idle core, else CPU, of the waker's LLC (push_wake_affine(), below)
  *   1. prev CPU, if its whole core is idle   (warm L1/L2, no SMT sharing)
  *   2. an idle core in prev's LLC            (warm LLC, no SMT sharing)
  *   3. an idle CPU in prev's LLC, prev first (warm LLC)
  *   4. an idle CPU in prev's NUMA node       (local memory)
  *   5. an idle CPU in another node, if numa_push_across() (numa.bpf.c)
  *      allows it: always with --numa-balance=off (unless
- *      --no-push-cross-node), else only beyond the node imbalance allowance
+ *      --no-push-cross-node), else only out of an overloaded node
  *   (cache-aware, cache.bpf.c: steps 4 and 5 are skipped while prev's LLC
  *    is the process's preferred LLC and not overloaded)
  *   6. none: stay on prev; ops.enqueue queues the task there and, if prev
  *      is busy, wakes an idle CPU nearby to pull it (pull.bpf.c)
+ *
+ * and two steps for synchronous wake-ups, which place.bpf.c tries first:
+ * following a waker on another node (push_follow_waker(), if the NUMA
+ * policy allows it) and wake affine inside the node (push_wake_affine()).
+ * place.bpf.c holds the whole order of a wake-up.
  *
  * Every step is restricted to p->cpus_ptr. A CPU found idle is claimed
  * (taken out of the idle set atomically) by the helper that finds it, so
@@ -29,64 +29,29 @@
  * (idle_claim_core, idle_claim_cpu, idle_pick_llc, idle_pick_node), which
  * answers them from one of two idle trackings.
  *
- * Seed: Steve Sistare's select_idle_sibling rework (2018) kept a sparse
+ * Origin: Steve Sistare's select_idle_sibling rework (2018) kept a sparse
  * per-LLC idle mask (few CPUs per cache line) so that CPUs going idle and
  * busy do not fight over one line, and searched it by LLC. idle.bpf.c has
  * both: the kernel's built-in sched_ext idle bitmaps (default) and our own
  * sparse flags, one 64-byte line per CPU, walked along the LLC / node CPU
- * lists (--sparse-idle).
- *
- * Decision: built-in masks by default, because the sparse flags measured
- * no cheaper. Lab, haswell2s (16 vCPUs, 2 x 4 cores x 2 SMT, QEMU TCG),
- * hackbench -p -g 4 -l 500 with kernel.bpf_stats_enabled=1, both variants
- * alternating in one boot (order reversed in the second boot), 2 boots x
- * 3 = 6 runs each, mean (coefficient of variation), Welch t-test:
- *
- *                          built-in          sparse            p
- *   select_cpu per call    423 us (13%)      415 us (24%)      0.87
- *   select_cpu CPU share   4.55% (9%)        4.41% (14%)       0.67
- *   update_idle per call   2.0 us (61%)      12.6 us (101%)    0.09
- *   update_idle CPU share  0.002%            0.015%
- *   hackbench time         11.07 s (11%)     10.36 s (7%)      0.27
- *
- * (CPU share: callback run time / (16 CPUs x hackbench wall time). The
- * per-call times are TCG's: emulated code on 16 vCPUs time-sliced over 2
- * host cores, preemptions of a vCPU inside a callback included, so only
- * the comparison means anything. 96% of these calls found
- * no idle CPU, i.e. they ran every step of the search. With the built-in
- * masks update_idle only returns.) bin/lab bench, haswell2s, 3 boots,
- * order rotated, hackbench process/pipe -l 1000, Amean s (CoV):
- *
- *   groups   built-in        sparse
- *   1        11.87 (46%)     8.98 (25%)
- *   2        16.63 (44%)     14.11 (28%)
- *   4        24.60 (30%)     22.34 (30%)
- *
- * none significant by the report's t-test (p < 0.10); one of the three
- * boots ran about 1.7x slower for both (host load) and makes most of the
- * gap and the spread; the other two boots are split (sparse ahead in 3
- * of 6 cases, behind in 2, level in 1). Sparse's mean wall time is lower
- * in every case here and in the in-boot A/B (-6%, p = 0.27): worth a
- * re-run on a quiet host, not a default change on this evidence.
- *
- * So: no difference in select_cpu beyond the noise, a dearer idle path
- * (the sparse flag is one more store per transition, on a line the
- * searchers read), and the sparse side has races of its own (idle.bpf.c).
- * Also, on this kernel the sparse flags cannot remove the contention the
- * seed was about: the built-in bitmaps must stay on
- * (SCX_OPS_KEEP_BUILTIN_IDLE) for pull.bpf.c, numa.bpf.c, cache.bpf.c and
- * the sampling timer, so the kernel updates its shared lines on every
- * idle transition either way; the sparse side can only make the search
- * cheaper, and on an 8-CPU LLC it did not. A machine with large LLCs
- * (tens of CPUs per LLC, many wakers) is where it could still win; the
- * switch stays for that measurement.
+ * lists (--sparse-idle). Built-in is the default: the sparse search
+ * measured no cheaper, and the built-in bitmaps must stay on
+ * (SCX_OPS_KEEP_BUILTIN_IDLE) for the other users of the idle masks, so
+ * the kernel writes their shared lines on every idle transition anyway
+ * (docs/decisions.md, "Idle tracking").
  *
  * Knobs: no_idle_core skips steps 1 and 2 (A/B switch for the idle-core
- * preference); push_cross_node = 0 vetoes step 5 in every NUMA mode.
+ * preference); push_cross_node = 0 vetoes step 5 in every NUMA mode;
+ * wake_affine (--no-wake-affine).
  * Stats: STAT_PICK_{PREV_CORE, LLC_CORE, LLC_CPU, NODE_CPU, OTHER, NONE},
- * STAT_DIRECT; step 0: STAT_XNODE_WAKE_FOLLOW, STAT_NUMA_FOLLOW_REFUSED;
- * step 0b: STAT_PICK_AFFINE, STAT_AFFINE_WIDE.
+ * STAT_CACHE_KEEP_WAKE; following: STAT_XNODE_WAKE_FOLLOW,
+ * STAT_NUMA_FOLLOW_REFUSED; wake affine: STAT_PICK_AFFINE, STAT_AFFINE_WIDE.
  */
+#include "locality.bpf.h"
+#include "push.bpf.h"
+#include "idle.bpf.h"
+#include "cache.bpf.h"
+#include "numa.bpf.h"
 
 /*
  * Who wakes whom. The waker (current) counts how often the task it wakes
@@ -94,20 +59,21 @@
  * kernel keeps the same counter for wake_wide()). A pair wakes one partner
  * over and over and flips rarely; a task feeding many flips at every
  * wake-up. Read by step 0 (numa_few_partners) and step 0b
- * (push_wake_wide). Returns the waker's context, or NULL when neither step
- * is on.
+ * (push_wake_wide); kept only while one of them is on.
  */
-static __always_inline struct task_ctx *push_record_wakee(struct task_struct *p)
+__hidden bool push_tracks_wakees(void)
 {
-	struct task_ctx *w;
+	return (wake_follow && numa_mode != NUMA_OFF && nr_nodes >= 2) ||
+	       (wake_affine && nr_llcs > nr_nodes);
+}
+
+/* the waker, context @w (may be NULL), is waking @p */
+__hidden void push_record_wakee(struct task_struct *p __arg_trusted, struct task_ctx *w)
+{
 	u64 now;
 
-	if (!(wake_follow && numa_mode != NUMA_OFF && nr_nodes >= 2) &&
-	    !(wake_affine && nr_llcs > nr_nodes))
-		return NULL;
-	w = task_ctx(bpf_get_current_task_btf());
 	if (!w)
-		return NULL;
+		return;
 	now = scx_bpf_now();
 	if (time_delta(now, w->flips_decay_at) > 1000000000ULL) {
 		w->wakee_flips >>= 1;
@@ -117,7 +83,6 @@ static __always_inline struct task_ctx *push_record_wakee(struct task_struct *p)
 		w->last_wakee = p->pid;
 		w->wakee_flips++;
 	}
-	return w;
 }
 
 /*
@@ -167,8 +132,8 @@ static __always_inline bool push_wake_wide(struct task_ctx *t, struct task_ctx *
  * Across nodes the NUMA policy decides instead (step 0). --no-wake-affine
  * turns this step off.
  */
-static s32 push_wake_affine(struct task_struct *p, struct task_ctx *tctx,
-			    struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
+__hidden s32 push_wake_affine(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
+			      struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
 {
 	u32 wl, pl;
 	s32 cpu;
@@ -202,8 +167,8 @@ static s32 push_wake_affine(struct task_struct *p, struct task_ctx *tctx,
  * synchronously from another node, or -1. The waker's own CPU is not
  * taken even if it is about to sleep: its idle bit is clear while it runs.
  */
-static s32 push_follow_waker(struct task_struct *p, struct task_ctx *tctx,
-			     struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
+__hidden s32 push_follow_waker(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
+			       struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
 {
 	s32 cpu;
 
@@ -219,7 +184,7 @@ static s32 push_follow_waker(struct task_struct *p, struct task_ctx *tctx,
 }
 
 /* Return a claimed idle CPU for @p, or -1 to stay on @prev_cpu. */
-static s32 push_pick_cpu(struct task_struct *p, s32 prev_cpu, bool is_fork)
+__hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork)
 {
 	u32 llc;
 	s32 cpu;

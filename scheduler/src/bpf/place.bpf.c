@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * place.bpf.c - the order of the rules that place a waking or new task
+ *
+ * ops.select_cpu (main.bpf.c) asks place_wakeup() for a CPU. Each rule
+ * below is one call into the file of its mechanism; the first that returns
+ * a claimed idle CPU wins, and the task is inserted straight into that
+ * CPU's local DSQ. -1 from every rule leaves the task on prev: ops.enqueue
+ * queues it there and may wake an idle CPU nearby to pull it (pull.bpf.c).
+ *
+ * New tasks (SCX_WAKE_FORK):
+ *   1. a new process with --place-at-fork: the least loaded node, if the
+ *      parent's node is beyond the NUMA allowance (numa.bpf.c rule 3);
+ *   2. else the idle search near the parent's CPU (push.bpf.c).
+ * Wake-ups:
+ *   1. just exec'd: the least loaded node, if this one is beyond the
+ *      allowance (numa.bpf.c rule 3; exec is marked by a tracepoint);
+ *   2. away from its home node: an idle CPU at home (home.bpf.c);
+ *   3. synchronous, waker on another node: an idle CPU near the waker,
+ *      if the NUMA policy lets the pair meet (push_follow_waker(),
+ *      numa.bpf.c rule 2b);
+ *   4. cache-aware: an idle CPU of the process's preferred LLC
+ *      (cache.bpf.c, asked by an idle CPU or with --cache-wake-aggr);
+ *   5. synchronous, waker in another LLC of prev's node: an idle CPU of
+ *      the waker's LLC (push_wake_affine());
+ *   6. the idle search near prev: its core, its LLC, its node, then
+ *      another node if the NUMA policy allows (push_pick_cpu()).
+ */
+#include "locality.bpf.h"
+#include "place.bpf.h"
+#include "push.bpf.h"
+#include "numa.bpf.h"
+#include "home.bpf.h"
+#include "cache.bpf.h"
+
+/* A claimed idle CPU for @p, or -1 to leave it on @prev_cpu. */
+__hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64 wake_flags)
+{
+	struct task_ctx *tctx = task_ctx(p), *waker = NULL;
+	bool sync = wake_flags & SCX_WAKE_SYNC;
+	s32 this_cpu = bpf_get_smp_processor_id(), cpu = -1;
+
+	if (wake_flags & SCX_WAKE_FORK) {
+		if (place_at_fork && p->pid == p->tgid)
+			cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
+		if (cpu < 0)
+			cpu = push_pick_cpu(p, prev_cpu, true);
+		/* counted on its node at once, before the load average sees it */
+		numa_note_placed(cpu >= 0 ? cpu : prev_cpu);
+		return cpu;
+	}
+
+	/* who wakes whom, for rules 3 and 5 */
+	if (push_tracks_wakees()) {
+		waker = task_ctx(bpf_get_current_task_btf());
+		push_record_wakee(p, waker);
+	}
+
+	if (tctx && tctx->exec_pending) {
+		tctx->exec_pending = 0;
+		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_EXEC);
+		if (cpu >= 0) {
+			numa_note_placed(cpu);
+			return cpu;
+		}
+	}
+	cpu = home_wake_pick(p, prev_cpu);
+	if (cpu >= 0)
+		return cpu;
+	if (sync) {
+		cpu = push_follow_waker(p, tctx, waker, prev_cpu, this_cpu);
+		if (cpu >= 0)
+			return cpu;
+	}
+	cpu = cache_wake_pick(p, prev_cpu);
+	if (cpu >= 0)
+		return cpu;
+	if (sync) {
+		cpu = push_wake_affine(p, tctx, waker, prev_cpu, this_cpu);
+		if (cpu >= 0)
+			return cpu;
+	}
+	return push_pick_cpu(p, prev_cpu, false);
+}
