@@ -62,13 +62,12 @@
  * Search results are snapshots, as with the built-in mask: a CPU seen idle
  * may be claimed or go busy before the CAS, which then simply fails.
  *
- * Default: built-in. Measured in the lab (figures in push.bpf.c's top
- * comment: haswell2s, hackbench, 6 runs each), the sparse search cost the
- * same per select_cpu call within the noise (415 vs 423 us under TCG,
- * p = 0.87) while making update_idle dearer; and with
+ * Default: built-in. The sparse search measured no cheaper per
+ * select_cpu and made update_idle dearer; and with
  * SCX_OPS_KEEP_BUILTIN_IDLE, which the other users of the built-in masks
  * need, the kernel's shared bitmap lines are written on every transition
- * anyway, so the contention the seed removed is still there.
+ * anyway, so the contention Sistare removed is still there
+ * (docs/decisions.md, "Idle tracking").
  * Stats: STAT_IDLE_RESYNC, STAT_IDLE_CLAIM_LOST.
  */
 

@@ -14,18 +14,22 @@
  *        from its SMT siblings, then its LLC, then its node; beyond the
  *        node only if the NUMA policy hook allows it.
  *
- * Seed: Steve Sistare's "select_idle_sibling rework" for CFS (2018), which
+ * Origin: Steve Sistare's "select_idle_sibling rework" for CFS (2018), which
  * searched idle cores/CPUs by LLC from a sparse idle mask and added
  * fine-grained stealing of queued tasks by CPUs about to go idle.
  *
- * This file holds the shared state, the queues, fairness and the ops glue.
- * It #includes the mechanism files so the BPF object is one compilation
- * unit (static helpers inline across them, one skeleton):
+ * This file holds the queues, fairness, the sampling timer and the ops
+ * glue; each ops callback calls into the mechanism units, which build.rs
+ * compiles separately and links into one object (shared state:
+ * locality.bpf.h):
  *
- *   push.bpf.c   idle-CPU search at wakeup
+ *   place.bpf.c  the order of the rules that place a waking task
+ *   push.bpf.c   idle-CPU search at wake-up
+ *   idle.bpf.c   the idle questions (built-in masks or sparse flags)
  *   pull.bpf.c   dispatch-time stealing, and waking an idle stealer
  *   numa.bpf.c   NUMA policy: load averages, bounded node imbalance,
  *                the cross-node balance pass, fork/exec placement
+ *   home.bpf.c   home nodes chosen by the memory agent
  *   cache.bpf.c  cache-aware scheduling: per-process preferred LLC,
  *                aggregation pulls and migration gates
  *
@@ -290,8 +294,7 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 
 /*
  * Wake-up preemption. A task woken onto a busy CPU would otherwise wait up
- * to a whole slice (5 ms) behind the running one: the lab's wakelat showed
- * p90 7.2 ms against EEVDF's 0.29 ms. Like EEVDF's wake-up check, if the
+ * to a whole slice (5 ms) behind the running one. Like EEVDF's wake-up check, if the
  * woken task is ahead in virtual time -- its vtime more than wake_gran_ns
  * below the running task's (its start vtime plus what it has run since) --
  * the running task's slice is cut short (SCX_KICK_PREEMPT) and the CPU picks
@@ -300,11 +303,9 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
  * from cpu_diag, written by that CPU at ops.running: a racy read that is at
  * worst one task stale.
  *
- * Off by default (wake_gran_ns == 0): measured on numa2 (bin/lab bench,
- * 3 boots, wakelat + hackbench pipes), --wake-gran-us=1000 preempted 10910
- * times yet wakelat's p90 stayed at 5.0 ms (5.1 ms without; EEVDF 0.7 ms)
- * and hackbench moved only within its noise: the wait is not behind a
- * task that is far behind in vtime, so this check does not reach it.
+ * Off by default (wake_gran_ns == 0, --wake-gran-us): in the lab it
+ * preempted often without shortening wakelat's waits, which are not behind
+ * a task far behind in vtime (docs/decisions.md, "Wake-up preemption").
  */
 static __always_inline void wake_preempt(struct task_struct *p,
 					 struct task_ctx *tctx, s32 cpu,
@@ -689,12 +690,10 @@ void BPF_STRUCT_OPS(locality_cpu_offline, s32 cpu)
  * ignores affinity, but it is cheap: one pass over the CPUs and one over
  * the LLCs and nodes.
  *
- * Period (--iwq-period-us): 4 ms, one tick at 250 Hz. It was 1 ms; every
- * pass is a softirq on one CPU, and when that CPU was one end of a
- * netperf TCP_STREAM pair the stream slowed. haswell2s, bin/lab bench
- * numa-pair:pair=netperf-stream, 5 boots, Hmean Mbit/s against EEVDF's
- * 1040: 1 ms 898 (-13.7%), 4 ms 1000 (-3.9%), CoV 12-16%, neither
- * significant; in one boot alternating 6x: 1 ms -10.7%, 20 ms -2.9%.
+ * Period (--iwq-period-us): 4 ms, one tick at 250 Hz. Every pass is a
+ * softirq on one CPU, which slows whatever runs there (a netperf stream
+ * end, in the lab); 1 ms cost more than 4 ms (docs/decisions.md,
+ * "Sampling timer period").
  */
 static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 {
