@@ -64,6 +64,23 @@ MAX_TOPOLOGY_LINES = machines.MAX_CPUS * 3  # a node, an LLC and an SMT line per
 
 SCHED_REGISTRY = paths.REPO / "lab" / "schedulers.toml"
 KERNEL_ARGS = "console=ttyS0 quiet loglevel=4 panic=-1"
+# The guest's clock. Under TCG the kernel's boot-time TSC synchronisation check fails (vCPUs are host threads
+# that run late), marks the TSC unstable and falls back to the HPET, whose every read is an emulated device
+# access. QEMU derives every vCPU's TSC from one host clock, so it is synchronised; "tsc" trusts it. "hpet"
+# keeps the kernel's own choice. LOCALITY_GUEST_CLOCK picks one (LAB-NOTES.md has the measurements).
+GUEST_CLOCKS = {"tsc": "tsc=reliable", "hpet": ""}
+DEFAULT_GUEST_CLOCK = "tsc"
+
+
+def guest_clock() -> str:
+    c = os.environ.get("LOCALITY_GUEST_CLOCK", DEFAULT_GUEST_CLOCK)
+    if c not in GUEST_CLOCKS:
+        raise UsageError(f"LOCALITY_GUEST_CLOCK={c!r}: expected one of {', '.join(GUEST_CLOCKS)}")
+    return c
+
+
+def kernel_args() -> str:
+    return " ".join(a for a in (KERNEL_ARGS, GUEST_CLOCKS[guest_clock()]) if a)
 
 
 class UsageError(Exception):
@@ -479,7 +496,7 @@ def _has_user(name: str) -> bool:
 def qemu_command(m: machines.Machine, vmlinuz: Path, initrd: Path, ctl_log: Path) -> list[str]:
     return [QEMU, "-accel", "tcg,thread=multi", "-cpu", "max",
             *m.qemu_topology_args(),
-            "-kernel", str(vmlinuz), "-initrd", str(initrd), "-append", KERNEL_ARGS,
+            "-kernel", str(vmlinuz), "-initrd", str(initrd), "-append", kernel_args(),
             "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
             *qemu_confinement(),
             "-serial", "stdio", "-serial", f"file:{ctl_log}"]
