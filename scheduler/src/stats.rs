@@ -980,6 +980,31 @@ mod tests {
         assert!(j.contains("\"node_load_mean\"") && j.contains("\"xnode_steal_balance\""), "{j}");
     }
 
+    /// The --stats text, line by line: a change of layout is a change of
+    /// this test.
+    #[test]
+    fn format_layout() {
+        let c: Vec<u64> = (1..=NR_STATS as u64).map(|i| i * 1_000_000).collect();
+        let mut out = vec![];
+        Metrics::from_counters(&c).format(&mut out, "test").unwrap();
+        let want = "\
+[scx_locality] test
+  pick   prev_core=1000000 llc_core=2000000 llc_cpu=3000000 node_cpu=4000000 other=5000000 none=6000000 affine=7000000 (wide 8000000)
+  steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000
+  migr   cross_llc=14000000 cross_node=15000000  idle_while_queued llc=16.0ms node=17.0ms (24000000 samples, timer 25.0ms, 26000000 stretched)
+  queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=66000000 idle_claim_lost=67000000
+  numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 task_recent=42000000 follow_refused=43000000 settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000
+  load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
+  cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_overload=54000000 drop_timeout=55000000  aggr pull=56000000 wake=57000000 kick=58000000 mark=59000000 move=60000000 keep_wake=61000000  refused out=62000000 overaggr=63000000  in_pref=101.6% of 64.0ms
+  memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 peak=0.0MB/s waits=0
+";
+        let got = String::from_utf8(out).unwrap();
+        for (g, w) in got.lines().zip(want.lines()) {
+            assert_eq!(g, w);
+        }
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn format_mentions_levels() {
         let mut out = vec![];
