@@ -6,6 +6,9 @@
 // Rust side shares its constants. The clang to use comes from BPF_CLANG,
 // which .cargo/config.toml points at tools/bpf-clang.
 
+#[path = "build/stat_list.rs"]
+mod stat_list;
+
 fn main() {
     // The mechanism files are #included, not separate sources: tell cargo
     // to rebuild when any of them changes (BpfBuilder only tracks *.[hc]
@@ -22,6 +25,9 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
+
+    // src/bpf/stats.h -> $OUT_DIR/stat_list.rs, the counters of Metrics
+    stat_list::generate();
 
     scx_cargo::BpfBuilder::new()
         .expect("scx_cargo::BpfBuilder::new (is clang >= 18 installed?)")

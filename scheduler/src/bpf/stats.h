@@ -10,11 +10,14 @@
  *        the stats server and of the final-stats line.
  * UNIT   CNT: a count, shown as is (u64); NS: nanoseconds, shown in
  *        milliseconds (f64), so field ends in _ms.
- * description  what it counts (scx_stats' description of the field).
+ * description  what it counts: the field's description in the stats
+ *        meta (scx_stats).
  *
  * Append only: a counter keeps its index for as long as it exists. The
  * file is included with LOC_STAT defined by the includer (intf.h makes the
- * enum of it), so it holds nothing but LOC_STAT lines and comments.
+ * enum of it) and read by build.rs (build/stat_list.rs), which makes the
+ * counter fields of Metrics of it (stats.rs): so it holds nothing but
+ * LOC_STAT lines, one each, and comments.
  */
 
 /* push side: where ops.select_cpu found a CPU (push.bpf.c) */
@@ -50,10 +53,11 @@ LOC_STAT(DIRECT, direct_dispatches, CNT, "select_cpu dispatched straight to an i
 LOC_STAT(DISPATCH_LOCAL, dispatch_local, CNT, "dispatch took a task from its own DSQ")
 LOC_STAT(KEEP_PREV, keep_prev, CNT, "dispatch found nothing, prev kept running")
 LOC_STAT(KICK_STEALER, kick_stealer, CNT, "idle CPUs woken to pull from an overloaded one")
-/* the sampling timer: is it alive, what it costs (duty cap: TIMER_DUTY_PCT) */
+/* the sampling timer (a softirq on one CPU): is it alive, what it costs (duty cap: TIMER_DUTY_PCT) */
 LOC_STAT(IWQ_SAMPLES, iwq_samples, CNT, "idle-while-queued samples taken (timer runs)")
 LOC_STAT(TIMER_NS, timer_ms, NS, "time spent in the sampling timer's callback (ms)")
 LOC_STAT(TIMER_STRETCHED, timer_stretched, CNT, "sampling periods stretched by the timer's duty cap")
+/* wake-up preemption, wake_preempt() in main.bpf.c */
 LOC_STAT(WAKE_PREEMPT, wake_preempt, CNT, "waking tasks that preempted the running one")
 /* a missed wake-up the timer repaired: should stay near 0 */
 LOC_STAT(RESCUE_KICK, rescue_kicks, CNT, "idle CPUs with a queued DSQ woken by the sampling timer")
@@ -88,9 +92,9 @@ LOC_STAT(HOME_SWAP, home_swaps, CNT, "balance pass: swaps (home full, a task hom
 /* cache-aware scheduling (cache.bpf.c) */
 LOC_STAT(CACHE_PREF_SET, cache_pref_set, CNT, "cache-aware: a process got a preferred LLC")
 LOC_STAT(CACHE_PREF_SWITCH, cache_pref_switch, CNT, "cache-aware: a process switched preferred LLC (hysteresis passed)")
+/* drop_fit, drop_overload: at an epoch; drop_timeout: at a lookup (events, not processes) */
 LOC_STAT(CACHE_DROP_FIT, cache_drop_fit, CNT, "cache-aware: preference dropped, threads need > 80% of the LLC")
 LOC_STAT(CACHE_DROP_OVERLOAD, cache_drop_overload, CNT, "cache-aware: preference dropped, LLC overloaded")
-/* counts lookups that found a stale preference: events, not processes */
 LOC_STAT(CACHE_DROP_TIMEOUT, cache_drop_timeout, CNT, "cache-aware: preference ignored, no activity for the timeout")
 LOC_STAT(CACHE_AGGR_PULL, cache_aggr_pull, CNT, "cache-aware: steals into the task's preferred LLC")
 LOC_STAT(CACHE_AGGR_WAKE, cache_aggr_wake, CNT, "cache-aware: wake aggregation picks in the preferred LLC")
