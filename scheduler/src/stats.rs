@@ -681,6 +681,93 @@ mod tests {
         assert!(j.contains("\"node_load_mean\"") && j.contains("\"xnode_steal_balance\""), "{j}");
     }
 
+    /// Each index of the stats map lands in its own field, and only there:
+    /// a count as is, nanoseconds as milliseconds.
+    #[test]
+    fn every_index_maps_to_its_field() {
+        for &(idx, name, _) in &COUNTERS {
+            let mut c = vec![0u64; NR_STATS];
+            c[idx] = 7_000_000;
+            let v = serde_json::to_value(Metrics::from_counters(&c)).unwrap();
+            for &(_, other, _) in &COUNTERS {
+                let got = v[other].as_f64().unwrap_or_else(|| panic!("{other} not a number"));
+                let want = match (other == name, other.ends_with("_ms")) {
+                    (false, _) => 0.0,
+                    (true, false) => 7_000_000.0,
+                    (true, true) => 7.0,
+                };
+                assert_eq!(got, want, "index {idx} ({name}): {other}");
+            }
+        }
+    }
+
+    /// Counters `format` leaves out on purpose (none today).
+    const NOT_SHOWN: &[&str] = &[];
+
+    /// Every counter shows in the --stats text (moving it changes the
+    /// text), unless NOT_SHOWN says otherwise.
+    #[test]
+    fn every_counter_is_shown() {
+        let text = |c: &[u64]| {
+            let mut out = vec![];
+            Metrics::from_counters(c).format(&mut out, "t").unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let base = text(&[1; NR_STATS]);
+        for &(idx, name, _) in &COUNTERS {
+            let mut c = vec![1u64; NR_STATS];
+            c[idx] = 987_654_321_000;
+            assert_eq!(
+                text(&c) != base,
+                !NOT_SHOWN.contains(&name),
+                "{name}: print it in Metrics::format or list it in NOT_SHOWN"
+            );
+        }
+    }
+
+    /// A Metrics with no field at its default value.
+    fn full_sample() -> Metrics {
+        let c: Vec<u64> = (1..=NR_STATS as u64).map(|i| i * 1_000_000).collect();
+        let mut m = Metrics::from_counters(&c);
+        m.set_node_load(vec![2048, 512], vec![300, 100], 100);
+        m.set_llc_load(&[3072, 256], &[2048, 256]);
+        m.max_wait_ms = 12.5;
+        m.max_wait_task = "pid 1 cpu 2".into();
+        m.bpf_prog.insert("enqueue".into(), ProgRunTime { run_time_ns: 10, run_cnt: 1 });
+        m.cache_procs = vec![CacheProc { tgid: 42, ..Default::default() }];
+        let mut ms = crate::memory::MemStats {
+            scans: 3,
+            pages_migrated: 99,
+            bytes_migrated: 5 << 20,
+            move_failed: 1,
+            peak_bytes_per_s: 7 << 20,
+            budget_waits: 2,
+            affinity_binds: 1,
+            affinity_unbinds: 2,
+            ..Default::default()
+        };
+        ms.procs.insert(42, MemProc { tgid: 42, ..Default::default() });
+        m.set_memory("spread", 128, &ms);
+        m
+    }
+
+    /// delta and plus carry every field: a field they forget reads as its
+    /// default.
+    #[test]
+    fn delta_and_plus_cover_every_field() {
+        let m = full_sample();
+        let v = serde_json::to_value(&m).unwrap();
+        for (k, x) in v.as_object().unwrap() {
+            let empty = x.as_f64() == Some(0.0)
+                || x.as_str() == Some("")
+                || x.as_array().is_some_and(|a| a.is_empty())
+                || x.as_object().is_some_and(|o| o.is_empty());
+            assert!(!empty, "full_sample leaves {k} at its default: set it");
+        }
+        assert_eq!(m.delta(&Metrics::default()), m);
+        assert_eq!(Metrics::default().plus(&m), m);
+    }
+
     /// The --stats text, line by line: a change of layout is a change of
     /// this test.
     #[test]
