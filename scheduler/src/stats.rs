@@ -18,7 +18,8 @@
 //! makes the first fields of `Metrics` of that list, and `from_counters`,
 //! `delta` and `plus` handle them all, so adding a counter takes that line
 //! and its place in `format` (a test fails until it is shown there or
-//! listed as not shown).
+//! listed as not shown). `--help-stats` prints every field with its
+//! description.
 //!
 //! The agent's own fields:
 //! - node_load (decayed average of runnable tasks per node, at read time),
@@ -523,11 +524,12 @@ fn zip_with(a: &[u64], b: &[u64], f: impl Fn(u64, u64) -> u64) -> Vec<u64> {
         .collect()
 }
 
-/// Start the scx_stats server. Each request is forwarded to the owner of
-/// the BPF skeleton over the returned channels: it receives `()` and must
-/// answer with a `Metrics`.
-pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
-    let data = StatsServerData::<(), Metrics>::new()
+/// What the scx_stats server serves: the meta of `Metrics` and its parts
+/// (also what --help-stats prints), and the "top" request, forwarded to
+/// the owner of the BPF skeleton over the server's channels: it receives
+/// `()` and must answer with a `Metrics`.
+pub fn server_data() -> StatsServerData<(), Metrics> {
+    StatsServerData::<(), Metrics>::new()
         .add_meta(Metrics::meta())
         .add_meta(ProgRunTime::meta())
         .add_meta(CacheProc::meta())
@@ -538,8 +540,12 @@ pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
                 req.send(())?;
                 res.recv()?.to_json()
             }),
-        );
-    StatsServer::new(data).launch()
+        )
+}
+
+/// Start the scx_stats server.
+pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
+    StatsServer::new(server_data()).launch()
 }
 
 /// Client loop: print interval deltas every `intv` until `shutdown`.
@@ -766,6 +772,18 @@ mod tests {
         }
         assert_eq!(m.delta(&Metrics::default()), m);
         assert_eq!(Metrics::default().plus(&m), m);
+    }
+
+    /// --help-stats lists every counter with its description.
+    #[test]
+    fn help_lists_every_counter() {
+        let mut out = vec![];
+        server_data().describe_meta(&mut out, None).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for &(_, name, desc) in &COUNTERS {
+            let line = text.lines().find(|l| l.split_whitespace().next() == Some(name));
+            assert!(line.is_some_and(|l| l.ends_with(&format!(" : {desc}"))), "{name}:\n{text}");
+        }
     }
 
     /// The --stats text, line by line: a change of layout is a change of
