@@ -4,8 +4,13 @@
 // them into one BPF object with libbpf's linker and generate its skeleton
 // (scx_cargo's BpfBuilder), and run bindgen over src/bpf/intf.h so the
 // Rust side shares its constants. The units share state through
-// src/bpf/locality.bpf.h and each mechanism's header. The clang to use
-// comes from BPF_CLANG, which .cargo/config.toml points at tools/bpf-clang.
+// src/bpf/locality.bpf.h and each mechanism's header. The stats counters
+// are listed once, in src/bpf/stats.h: intf.h makes the C enum of it and
+// build/stat_list.rs the Rust table. The clang to use comes from
+// BPF_CLANG, which .cargo/config.toml points at tools/bpf-clang.
+
+#[path = "build/stat_list.rs"]
+mod stat_list;
 
 const UNITS: &[&str] = &[
     "src/bpf/place.bpf.c",
@@ -19,6 +24,10 @@ const UNITS: &[&str] = &[
 
 fn main() {
     println!("cargo:rerun-if-changed=tools/bpf-clang");
+
+    // src/bpf/stats.h -> $OUT_DIR/stat_list.rs, the counters of Metrics
+    stat_list::generate();
+
     let mut b = scx_cargo::BpfBuilder::new()
         .expect("scx_cargo::BpfBuilder::new (is clang >= 18 installed?)");
     b.enable_intf("src/bpf/intf.h", "bpf_intf.rs")

@@ -22,8 +22,8 @@
 //! --cache-top (cache-aware scheduling, see cache.rs and bpf/cache.bpf.c),
 //! --memory, --memory-budget-mbps, --memory-interval-ms (memory placement,
 //! agent-side, see memory.rs),
-//! --topology-override FILE, --stats SECS, --monitor SECS, --exit-dump-len,
-//! -v.
+//! --topology-override FILE, --stats SECS, --monitor SECS, --help-stats,
+//! --exit-dump-len, -v.
 //!
 //! Stats: see stats.rs. At exit one JSON line
 //! `scx_locality-final-stats: {...}` goes to stdout (summed over restarts),
@@ -311,6 +311,10 @@ struct Opts {
     #[arg(long, value_name = "SECS", conflicts_with = "stats",
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     monitor: Option<u64>,
+
+    /// Show descriptions for statistics.
+    #[arg(long)]
+    help_stats: bool,
 
     /// Size of the kernel's debug dump on ejection, in bytes (0: default).
     #[arg(long, default_value_t = 0,
@@ -962,6 +966,11 @@ fn libbpf_print(level: libbpf_rs::PrintLevel, msg: String) {
 }
 
 fn run(opts: &Opts) -> Result<i32> {
+    if opts.help_stats {
+        stats::server_data().describe_meta(&mut std::io::stdout(), None)?;
+        return Ok(EXIT_OK);
+    }
+
     let shutdown = Arc::new(AtomicBool::new(false));
     {
         let shutdown = shutdown.clone();

@@ -13,37 +13,15 @@
 //! the socket thread sends a request over a channel and the main loop,
 //! which owns the BPF skeleton, answers with fresh numbers.
 //!
-//! Stats (counter names as in the JSON):
-//! - pick_*: where ops.select_cpu placed a waking task (prev_core,
-//!   llc_core, llc_cpu, node_cpu, other, none).
-//! - steal_*: where ops.dispatch found a task when its DSQ was empty (smt,
-//!   llc, node, remote, offline); kick_stealer: idle CPUs woken to pull.
-//! - migr_cross_llc / migr_cross_node: a task ran on another LLC / node
-//!   than the last time.
-//! - idle_while_queued_llc_ms / _node_ms: sampled CPU-time during which a
-//!   CPU was idle while a task waited in the same LLC / node; iwq_samples:
-//!   how many samples were taken; timer_ms: time spent in that timer's
-//!   callback (softirq on one CPU), timer_stretched: periods the duty cap
-//!   lengthened so it takes at most 10% of its CPU; rescue_kicks: idle CPUs with a queued
-//!   DSQ found (and woken) by that sampling timer -- a missed wake-up; it
-//!   should stay near 0. kick_dropped: kicks asked for on a CPU already
-//!   going offline, not sent (see kick_cpu in main.bpf.c); nonzero only
-//!   around CPU hotplug.
-//! - enqueues, enq_fallback, direct_dispatches, dispatch_local, keep_prev;
-//!   wake_preempt: waking tasks that cut the running task's slice short.
-//! - idle_resync, idle_claim_lost: sparse idle tracking (--sparse-idle,
-//!   idle.bpf.c): idle CPUs whose slot the sampling timer set again, and
-//!   claims whose slot CAS won but whose built-in idle bit was already
-//!   clear. Both stay 0 with the built-in masks.
-//! - xnode_*: cross-node moves by cause (push_wake, push_fork, exec,
-//!   steal_balance, steal_offline, wake_follow, active, steal_overload);
-//!   numa_overload: wake-up pushes allowed past the allowance because the
-//!   task's node was overloaded (numa.bpf.c rule 7); numa_passes /
-//!   numa_budget:
-//!   cross-node balance passes and the tasks they allowed to move;
-//!   numa_push_kept, numa_new_local, numa_task_recent,
-//!   numa_follow_refused, numa_settled_kept: moves the NUMA policy
-//!   refused.
+//! Counters (names as in the JSON): each counter of the BPF side is one
+//! line of src/bpf/stats.h (index, name, unit, description). build.rs
+//! makes the first fields of `Metrics` of that list, and `from_counters`,
+//! `delta` and `plus` handle them all, so adding a counter takes that line
+//! and its place in `format` (a test fails until it is shown there or
+//! listed as not shown). `--help-stats` prints every field with its
+//! description.
+//!
+//! The agent's own fields:
 //! - node_load (decayed average of runnable tasks per node, at read time),
 //!   node_load_mean (mean over the period, from node_load_sum /
 //!   load_samples); llc_load and llc_util (decayed runnable tasks, and
@@ -53,19 +31,9 @@
 //!   load (a high-water mark; the stall watchdog only sees it cross its
 //!   timeout); max_wait_task says who: pid, the CPU it ran on, how many
 //!   CPUs it may use (1 = pinned) and how many tasks were still queued there.
-//! - cache_*: cache-aware scheduling (cache.bpf.c): cache_pref_set /
-//!   _switch (preferences set / changed), cache_drop_fit / _overload
-//!   (preferences dropped at an epoch), cache_drop_timeout (lookups that
-//!   found a preference older than the timeout: events, not processes),
-//!   cache_aggr_pull / _wake / _kick (aggregation moves and wake-ups),
-//!   cache_aggr_mark / _move (running tasks asked by an idle CPU of their
-//!   preferred LLC to come, and those that came at their next wake-up),
-//!   cache_keep_wake (wake-ups kept in the preferred LLC by the gate
-//!   "out"), cache_refuse_out / _overaggr (moves refused by gate);
-//!   cache_rt_ms / cache_rt_pref_ms: runtime of tracked processes and the
-//!   part in their preferred LLC at the time; cache_procs: top processes
-//!   by runtime (tgid, comm, preferred LLC, share of their runtime in it,
-//!   top LLC), exited ones from the agent's last snapshot (100 ms).
+//! - cache_procs: top processes of the cache-aware policy by runtime
+//!   (tgid, comm, preferred LLC, share of their runtime in it, top LLC),
+//!   exited ones from the agent's last snapshot (100 ms).
 //! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
 //! - memory_*: memory placement (memory.rs, agent-side): mode, budget,
 //!   scans, pages / MB migrated, pages refused, the largest MB moved in one
@@ -107,274 +75,146 @@ pub struct ProgRunTime {
     pub run_cnt: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Stats)]
-#[stat(top, desc = "scx_locality statistics (cumulative since load)")]
-pub struct Metrics {
-    #[stat(desc = "select_cpu: prev CPU, whole core idle")]
-    pub pick_prev_core: u64,
-    #[stat(desc = "select_cpu: idle core in prev's LLC")]
-    pub pick_llc_core: u64,
-    #[stat(desc = "select_cpu: idle CPU in prev's LLC")]
-    pub pick_llc_cpu: u64,
-    #[stat(desc = "select_cpu: idle CPU in prev's node")]
-    pub pick_node_cpu: u64,
-    #[stat(desc = "select_cpu: idle CPU elsewhere")]
-    pub pick_other: u64,
-    #[stat(desc = "select_cpu: nothing idle, stayed on prev")]
-    pub pick_none: u64,
-    #[stat(desc = "select_cpu: sync wake-up, idle CPU in the waker's LLC (wake affine)")]
-    pub pick_affine: u64,
-    #[stat(desc = "select_cpu: wake affine not tried, waker and wakee serve many partners")]
-    pub affine_wide: u64,
-    #[stat(desc = "dispatch: stolen from an SMT sibling")]
-    pub steal_smt: u64,
-    #[stat(desc = "dispatch: stolen within the LLC")]
-    pub steal_llc: u64,
-    #[stat(desc = "dispatch: stolen within the node")]
-    pub steal_node: u64,
-    #[stat(desc = "dispatch: stolen from another node")]
-    pub steal_remote: u64,
-    #[stat(desc = "dispatch: drained from an offline CPU's DSQ")]
-    pub steal_offline: u64,
-    #[stat(desc = "idle CPUs woken to pull from an overloaded one")]
-    pub kick_stealer: u64,
-    #[stat(desc = "task ran in another LLC than last time")]
-    pub migr_cross_llc: u64,
-    #[stat(desc = "task ran in another node than last time")]
-    pub migr_cross_node: u64,
-    #[stat(desc = "idle-while-queued samples taken (timer runs)")]
-    pub iwq_samples: u64,
-    #[stat(desc = "time spent in the sampling timer's callback (ms)")]
-    pub timer_ms: f64,
-    #[stat(desc = "sampling periods stretched by the timer's duty cap")]
-    pub timer_stretched: u64,
-    #[stat(desc = "idle CPUs with a queued DSQ woken by the sampling timer")]
-    pub rescue_kicks: u64,
-    #[stat(desc = "kicks asked for on a CPU going offline, not sent")]
-    pub kick_dropped: u64,
-    #[stat(desc = "waking tasks that preempted the running one")]
-    pub wake_preempt: u64,
-    #[stat(desc = "sparse idle: idle CPUs whose slot the timer set again")]
-    pub idle_resync: u64,
-    #[stat(desc = "sparse idle: slot claimed but built-in idle bit already clear")]
-    pub idle_claim_lost: u64,
-    #[stat(desc = "sampled ms a CPU idled while a task waited in its LLC")]
-    pub idle_while_queued_llc_ms: f64,
-    #[stat(desc = "sampled ms a CPU idled while a task waited in its node")]
-    pub idle_while_queued_node_ms: f64,
-    #[stat(desc = "tasks queued on a per-CPU DSQ")]
-    pub enqueues: u64,
-    #[stat(desc = "... on another CPU than task_cpu (offline or affinity)")]
-    pub enq_fallback: u64,
-    #[stat(desc = "select_cpu dispatched straight to an idle CPU")]
-    pub direct_dispatches: u64,
-    #[stat(desc = "dispatch took a task from its own DSQ")]
-    pub dispatch_local: u64,
-    #[stat(desc = "dispatch found nothing, prev kept running")]
-    pub keep_prev: u64,
-    #[stat(desc = "cross-node move: select_cpu put a waking task on another node")]
-    pub xnode_push_wake: u64,
-    #[stat(desc = "cross-node move: a new task (fork) started on another node")]
-    pub xnode_push_fork: u64,
-    #[stat(desc = "cross-node move: exec placement")]
-    pub xnode_exec: u64,
-    #[stat(desc = "cross-node move: steal (policy modes: within a balance pass budget)")]
-    pub xnode_steal_balance: u64,
-    #[stat(desc = "cross-node move: drained an offline CPU of another node")]
-    pub xnode_steal_offline: u64,
-    #[stat(desc = "cross-node move: a synchronous wakee followed its waker's node")]
-    pub xnode_wake_follow: u64,
-    #[stat(desc = "cross-node move: active balance sent a preempted task to an idle node")]
-    pub xnode_active: u64,
-    #[stat(desc = "cross-node move: steal from an overloaded node (NUMA rule 7)")]
-    pub xnode_steal_overload: u64,
-    #[stat(desc = "cross-node balance passes run")]
-    pub numa_passes: u64,
-    #[stat(desc = "tasks the balance passes allowed to move")]
-    pub numa_budget: u64,
-    #[stat(desc = "push across denied: node within the allowance")]
-    pub numa_push_kept: u64,
-    #[stat(desc = "new process (fork/exec) kept on its parent's node")]
-    pub numa_new_local: u64,
-    #[stat(desc = "cross-node move denied: task changed node within the interval")]
-    pub numa_task_recent: u64,
-    #[stat(desc = "wakee kept off its waker's node: beyond the allowance")]
-    pub numa_follow_refused: u64,
-    #[stat(desc = "cross-node steal passed over a task settled on its node")]
-    pub numa_settled_kept: u64,
-    #[stat(desc = "active balance: busy CPUs preempted for an idle node")]
-    pub numa_active_kicks: u64,
-    #[stat(desc = "push across allowed past the allowance: its node was overloaded (rule 7)")]
-    pub numa_overload: u64,
-    #[stat(desc = "cross-node move: a waking task went back to an idle CPU of its home node")]
-    pub xnode_home: u64,
-    #[stat(desc = "push, follow or steal away from the task's home node refused")]
-    pub home_kept: u64,
-    #[stat(desc = "balance pass: tasks away from home preempted to go back")]
-    pub home_active: u64,
-    #[stat(desc = "balance pass: swaps (home full, a task homed here sent back with it)")]
-    pub home_swaps: u64,
-    #[stat(desc = "per node: decayed average of runnable tasks, at read time")]
-    pub node_load: Vec<f64>,
-    #[stat(desc = "per node: mean runnable tasks over the period (node_load_sum / load_samples)")]
-    pub node_load_mean: Vec<f64>,
-    #[stat(desc = "per node: sum of runnable tasks over the load samples")]
-    pub node_load_sum: Vec<u64>,
-    #[stat(desc = "load samples taken")]
-    pub load_samples: u64,
-    #[stat(desc = "per LLC: decayed average of runnable tasks, at read time")]
-    pub llc_load: Vec<f64>,
-    #[stat(desc = "per LLC: decayed utilisation (busy CPUs), at read time; cache-aware gates compare it")]
-    pub llc_util: Vec<f64>,
-    #[stat(desc = "longest wait of a queued task before it ran, ms, since load")]
-    pub max_wait_ms: f64,
-    #[stat(desc = "who waited max_wait_ms: pid, CPU, allowed CPUs, tasks still queued there")]
-    pub max_wait_task: String,
-    #[stat(desc = "cache-aware: a process got a preferred LLC")]
-    pub cache_pref_set: u64,
-    #[stat(desc = "cache-aware: a process switched preferred LLC (hysteresis passed)")]
-    pub cache_pref_switch: u64,
-    #[stat(desc = "cache-aware: preference dropped, threads need > 80% of the LLC")]
-    pub cache_drop_fit: u64,
-    #[stat(desc = "cache-aware: preference dropped, LLC overloaded")]
-    pub cache_drop_overload: u64,
-    #[stat(desc = "cache-aware: preference ignored, no activity for the timeout")]
-    pub cache_drop_timeout: u64,
-    #[stat(desc = "cache-aware: steals into the task's preferred LLC")]
-    pub cache_aggr_pull: u64,
-    #[stat(desc = "cache-aware: wake aggregation picks in the preferred LLC")]
-    pub cache_aggr_wake: u64,
-    #[stat(desc = "cache-aware: idle CPUs of the preferred LLC woken to pull")]
-    pub cache_aggr_kick: u64,
-    #[stat(desc = "cache-aware: running tasks outside their preferred LLC asked to move by an idle CPU there")]
-    pub cache_aggr_mark: u64,
-    #[stat(desc = "cache-aware: asked tasks moved into their preferred LLC at their next wake-up")]
-    pub cache_aggr_move: u64,
-    #[stat(desc = "cache-aware: wakeups kept in the preferred LLC (gate out)")]
-    pub cache_keep_wake: u64,
-    #[stat(desc = "cache-aware: steals out of a non-overloaded preferred LLC refused")]
-    pub cache_refuse_out: u64,
-    #[stat(desc = "cache-aware: moves into the preferred LLC refused (over-aggregated)")]
-    pub cache_refuse_overaggr: u64,
-    #[stat(desc = "cache-aware: ms run by tracked (multi-thread) processes")]
-    pub cache_rt_ms: f64,
-    #[stat(desc = "cache-aware: ms of that run in the process's preferred LLC")]
-    pub cache_rt_pref_ms: f64,
-    #[stat(desc = "cache-aware: top processes by runtime (tgid, comm, preferred LLC, share)")]
-    pub cache_procs: Vec<CacheProc>,
-    #[stat(desc = "per-callback BPF run time (needs kernel.bpf_stats_enabled=1)")]
-    pub bpf_prog: BTreeMap<String, ProgRunTime>,
-    #[stat(desc = "memory placement: mode (off, local, spread)")]
-    pub memory_mode: String,
-    #[stat(desc = "memory placement: migration budget, MB/s")]
-    pub memory_budget_mbps: u64,
-    #[stat(desc = "memory placement: scans of /proc done")]
-    pub memory_scans: u64,
-    #[stat(desc = "memory placement: pages migrated (base pages)")]
-    pub memory_pages_migrated: u64,
-    #[stat(desc = "memory placement: MB migrated")]
-    pub memory_mb_migrated: f64,
-    #[stat(desc = "memory placement: pages the kernel did not move")]
-    pub memory_move_failed: u64,
-    #[stat(desc = "memory placement: largest MB migrated in any one-second window")]
-    pub memory_peak_mbps: f64,
-    #[stat(desc = "memory placement: times the mover waited for the budget")]
-    pub memory_budget_waits: u64,
-    #[stat(desc = "memory placement: processes bound to a node (--memory-node-affinity)")]
-    pub memory_affinity_binds: u64,
-    #[stat(desc = "memory placement: processes unbound")]
-    pub memory_affinity_unbinds: u64,
-    #[stat(desc = "memory placement: per process home, active nodes, locality")]
-    pub memory_procs: Vec<MemProc>,
+include!(concat!(env!("OUT_DIR"), "/stat_list.rs"));
+
+/// How a counter of stats.h reads and adds up: a count (CNT) is a u64, a
+/// duration (NS) f64 milliseconds.
+trait CounterValue: Copy {
+    /// From the summed value in the map.
+    fn from_raw(raw: u64) -> Self;
+    /// self - prev, never below 0: the counters only grow.
+    fn minus(self, prev: Self) -> Self;
+    fn plus(self, other: Self) -> Self;
 }
 
-impl Metrics {
-    /// Build from the summed counters, indexed as enum locality_stat.
-    pub fn from_counters(c: &[u64]) -> Metrics {
-        let g = |i: u32| c.get(i as usize).copied().unwrap_or(0);
-        let ms = |i: u32| g(i) as f64 / 1e6;
-        Metrics {
-            pick_prev_core: g(intf::locality_stat_STAT_PICK_PREV_CORE),
-            pick_llc_core: g(intf::locality_stat_STAT_PICK_LLC_CORE),
-            pick_llc_cpu: g(intf::locality_stat_STAT_PICK_LLC_CPU),
-            pick_node_cpu: g(intf::locality_stat_STAT_PICK_NODE_CPU),
-            pick_other: g(intf::locality_stat_STAT_PICK_OTHER),
-            pick_none: g(intf::locality_stat_STAT_PICK_NONE),
-            pick_affine: g(intf::locality_stat_STAT_PICK_AFFINE),
-            affine_wide: g(intf::locality_stat_STAT_AFFINE_WIDE),
-            steal_smt: g(intf::locality_stat_STAT_STEAL_SMT),
-            steal_llc: g(intf::locality_stat_STAT_STEAL_LLC),
-            steal_node: g(intf::locality_stat_STAT_STEAL_NODE),
-            steal_remote: g(intf::locality_stat_STAT_STEAL_REMOTE),
-            steal_offline: g(intf::locality_stat_STAT_STEAL_OFFLINE),
-            kick_stealer: g(intf::locality_stat_STAT_KICK_STEALER),
-            migr_cross_llc: g(intf::locality_stat_STAT_MIGR_CROSS_LLC),
-            migr_cross_node: g(intf::locality_stat_STAT_MIGR_CROSS_NODE),
-            iwq_samples: g(intf::locality_stat_STAT_IWQ_SAMPLES),
-            timer_ms: ms(intf::locality_stat_STAT_TIMER_NS),
-            timer_stretched: g(intf::locality_stat_STAT_TIMER_STRETCHED),
-            rescue_kicks: g(intf::locality_stat_STAT_RESCUE_KICK),
-            kick_dropped: g(intf::locality_stat_STAT_KICK_DROPPED),
-            wake_preempt: g(intf::locality_stat_STAT_WAKE_PREEMPT),
-            idle_resync: g(intf::locality_stat_STAT_IDLE_RESYNC),
-            idle_claim_lost: g(intf::locality_stat_STAT_IDLE_CLAIM_LOST),
-            idle_while_queued_llc_ms: ms(intf::locality_stat_STAT_IWQ_LLC_NS),
-            idle_while_queued_node_ms: ms(intf::locality_stat_STAT_IWQ_NODE_NS),
-            enqueues: g(intf::locality_stat_STAT_ENQUEUE),
-            enq_fallback: g(intf::locality_stat_STAT_ENQ_FALLBACK),
-            direct_dispatches: g(intf::locality_stat_STAT_DIRECT),
-            dispatch_local: g(intf::locality_stat_STAT_DISPATCH_LOCAL),
-            keep_prev: g(intf::locality_stat_STAT_KEEP_PREV),
-            xnode_push_wake: g(intf::locality_stat_STAT_XNODE_PUSH_WAKE),
-            xnode_push_fork: g(intf::locality_stat_STAT_XNODE_PUSH_FORK),
-            xnode_exec: g(intf::locality_stat_STAT_XNODE_EXEC),
-            xnode_steal_balance: g(intf::locality_stat_STAT_XNODE_STEAL_BALANCE),
-            xnode_steal_offline: g(intf::locality_stat_STAT_XNODE_STEAL_OFFLINE),
-            xnode_wake_follow: g(intf::locality_stat_STAT_XNODE_WAKE_FOLLOW),
-            xnode_active: g(intf::locality_stat_STAT_XNODE_ACTIVE),
-            xnode_steal_overload: g(intf::locality_stat_STAT_XNODE_STEAL_OVERLOAD),
-            numa_passes: g(intf::locality_stat_STAT_NUMA_PASSES),
-            numa_budget: g(intf::locality_stat_STAT_NUMA_BUDGET),
-            numa_push_kept: g(intf::locality_stat_STAT_NUMA_PUSH_KEPT),
-            numa_new_local: g(intf::locality_stat_STAT_NUMA_NEW_LOCAL),
-            numa_task_recent: g(intf::locality_stat_STAT_NUMA_TASK_RECENT),
-            numa_follow_refused: g(intf::locality_stat_STAT_NUMA_FOLLOW_REFUSED),
-            numa_settled_kept: g(intf::locality_stat_STAT_NUMA_SETTLED_KEPT),
-            numa_active_kicks: g(intf::locality_stat_STAT_NUMA_ACTIVE_KICK),
-            numa_overload: g(intf::locality_stat_STAT_NUMA_OVERLOAD),
-            xnode_home: g(intf::locality_stat_STAT_XNODE_HOME),
-            home_kept: g(intf::locality_stat_STAT_HOME_KEPT),
-            home_active: g(intf::locality_stat_STAT_HOME_ACTIVE),
-            home_swaps: g(intf::locality_stat_STAT_HOME_SWAP),
-            cache_pref_set: g(intf::locality_stat_STAT_CACHE_PREF_SET),
-            cache_pref_switch: g(intf::locality_stat_STAT_CACHE_PREF_SWITCH),
-            cache_drop_fit: g(intf::locality_stat_STAT_CACHE_DROP_FIT),
-            cache_drop_overload: g(intf::locality_stat_STAT_CACHE_DROP_OVERLOAD),
-            cache_drop_timeout: g(intf::locality_stat_STAT_CACHE_DROP_TIMEOUT),
-            cache_aggr_pull: g(intf::locality_stat_STAT_CACHE_AGGR_PULL),
-            cache_aggr_wake: g(intf::locality_stat_STAT_CACHE_AGGR_WAKE),
-            cache_aggr_kick: g(intf::locality_stat_STAT_CACHE_AGGR_KICK),
-            cache_aggr_mark: g(intf::locality_stat_STAT_CACHE_AGGR_MARK),
-            cache_aggr_move: g(intf::locality_stat_STAT_CACHE_AGGR_MOVE),
-            cache_keep_wake: g(intf::locality_stat_STAT_CACHE_KEEP_WAKE),
-            cache_refuse_out: g(intf::locality_stat_STAT_CACHE_REFUSE_OUT),
-            cache_refuse_overaggr: g(intf::locality_stat_STAT_CACHE_REFUSE_OVERAGGR),
-            cache_rt_ms: ms(intf::locality_stat_STAT_CACHE_RT_NS),
-            cache_rt_pref_ms: ms(intf::locality_stat_STAT_CACHE_RT_PREF_NS),
-            cache_procs: vec![],
-            node_load: vec![],
-            node_load_mean: vec![],
-            node_load_sum: vec![],
-            llc_load: vec![],
-            llc_util: vec![],
-            load_samples: 0,
-            max_wait_ms: 0.0,
-            max_wait_task: String::new(),
-            bpf_prog: BTreeMap::new(),
-            ..Default::default()
-        }
+impl CounterValue for u64 {
+    fn from_raw(raw: u64) -> u64 {
+        raw
     }
+    fn minus(self, prev: u64) -> u64 {
+        self.saturating_sub(prev)
+    }
+    fn plus(self, other: u64) -> u64 {
+        self + other
+    }
+}
 
+impl CounterValue for f64 {
+    fn from_raw(ns: u64) -> f64 {
+        ns as f64 / 1e6
+    }
+    fn minus(self, prev: f64) -> f64 {
+        (self - prev).max(0.0)
+    }
+    fn plus(self, other: f64) -> f64 {
+        self + other
+    }
+}
+
+/// Called by `loc_stats!` with the struct written below and the counters of
+/// stats.h: defines the struct with the counters as its first fields,
+/// `COUNTERS`, and the counter-wise `from_counters`, `counters_minus` and
+/// `counters_plus`.
+macro_rules! metrics_with_counters {
+    ({ $(#[$($attr:tt)*])* pub struct $name:ident { $($fields:tt)* } }
+     $(($idx:path, $field:ident, $ty:ident, $desc:tt),)*) => {
+        $(#[$($attr)*])*
+        pub struct $name {
+            $(#[stat(desc = $desc)] pub $field: $ty,)*
+            $($fields)*
+        }
+
+        /// (index in the stats map, field, description) of each counter, in
+        /// index order.
+        const COUNTERS: [(usize, &str, &str); NR_STATS] =
+            [$(($idx as usize, stringify!($field), $desc)),*];
+
+        impl $name {
+            /// Build from the summed counters, indexed as enum locality_stat
+            /// (a short vector, from an older object, reads as zeros); the
+            /// agent's fields are left empty.
+            pub fn from_counters(c: &[u64]) -> $name {
+                let g = |i: u32| c.get(i as usize).copied().unwrap_or(0);
+                $name { $($field: CounterValue::from_raw(g($idx)),)* ..Default::default() }
+            }
+
+            /// The counters of self - prev; the agent's fields empty.
+            fn counters_minus(&self, prev: &$name) -> $name {
+                $name { $($field: self.$field.minus(prev.$field),)* ..Default::default() }
+            }
+
+            /// The counters of self + other; the agent's fields empty.
+            fn counters_plus(&self, other: &$name) -> $name {
+                $name { $($field: self.$field.plus(other.$field),)* ..Default::default() }
+            }
+        }
+    };
+}
+
+// COUNTERS has NR_STATS entries (or this does not compile), each at its
+// index: the list build.rs read is the one clang made the enum of.
+const _: () = {
+    let mut i = 0;
+    while i < NR_STATS {
+        assert!(
+            COUNTERS[i].0 == i,
+            "stats.h: the list and enum locality_stat disagree"
+        );
+        i += 1;
+    }
+};
+
+loc_stats!(metrics_with_counters! {
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Stats)]
+    #[stat(top, desc = "scx_locality statistics (cumulative since load)")]
+    pub struct Metrics {
+        // the counters of stats.h come first; then the agent's own fields
+        #[stat(desc = "per node: decayed average of runnable tasks, at read time")]
+        pub node_load: Vec<f64>,
+        #[stat(desc = "per node: mean runnable tasks over the period (node_load_sum / load_samples)")]
+        pub node_load_mean: Vec<f64>,
+        #[stat(desc = "per node: sum of runnable tasks over the load samples")]
+        pub node_load_sum: Vec<u64>,
+        #[stat(desc = "load samples taken")]
+        pub load_samples: u64,
+        #[stat(desc = "per LLC: decayed average of runnable tasks, at read time")]
+        pub llc_load: Vec<f64>,
+        #[stat(desc = "per LLC: decayed utilisation (busy CPUs), at read time; cache-aware gates compare it")]
+        pub llc_util: Vec<f64>,
+        #[stat(desc = "longest wait of a queued task before it ran, ms, since load")]
+        pub max_wait_ms: f64,
+        #[stat(desc = "who waited max_wait_ms: pid, CPU, allowed CPUs, tasks still queued there")]
+        pub max_wait_task: String,
+        #[stat(desc = "cache-aware: top processes by runtime (tgid, comm, preferred LLC, share)")]
+        pub cache_procs: Vec<CacheProc>,
+        #[stat(desc = "per-callback BPF run time (needs kernel.bpf_stats_enabled=1)")]
+        pub bpf_prog: BTreeMap<String, ProgRunTime>,
+        #[stat(desc = "memory placement: mode (off, local, spread)")]
+        pub memory_mode: String,
+        #[stat(desc = "memory placement: migration budget, MB/s")]
+        pub memory_budget_mbps: u64,
+        #[stat(desc = "memory placement: scans of /proc done")]
+        pub memory_scans: u64,
+        #[stat(desc = "memory placement: pages migrated (base pages)")]
+        pub memory_pages_migrated: u64,
+        #[stat(desc = "memory placement: MB migrated")]
+        pub memory_mb_migrated: f64,
+        #[stat(desc = "memory placement: pages the kernel did not move")]
+        pub memory_move_failed: u64,
+        #[stat(desc = "memory placement: largest MB migrated in any one-second window")]
+        pub memory_peak_mbps: f64,
+        #[stat(desc = "memory placement: times the mover waited for the budget")]
+        pub memory_budget_waits: u64,
+        #[stat(desc = "memory placement: processes bound to a node (--memory-node-affinity)")]
+        pub memory_affinity_binds: u64,
+        #[stat(desc = "memory placement: processes unbound")]
+        pub memory_affinity_unbinds: u64,
+        #[stat(desc = "memory placement: per process home, active nodes, locality")]
+        pub memory_procs: Vec<MemProc>,
+    }
+});
+
+impl Metrics {
     /// Fill the memory placement fields from the memory thread's stats.
     pub fn set_memory(&mut self, mode: &str, budget_mbps: u64, m: &crate::memory::MemStats) {
         self.memory_mode = mode.to_string();
@@ -408,77 +248,6 @@ impl Metrics {
             );
         }
         Metrics {
-            pick_prev_core: d(self.pick_prev_core, prev.pick_prev_core),
-            pick_llc_core: d(self.pick_llc_core, prev.pick_llc_core),
-            pick_llc_cpu: d(self.pick_llc_cpu, prev.pick_llc_cpu),
-            pick_node_cpu: d(self.pick_node_cpu, prev.pick_node_cpu),
-            pick_other: d(self.pick_other, prev.pick_other),
-            pick_none: d(self.pick_none, prev.pick_none),
-            pick_affine: d(self.pick_affine, prev.pick_affine),
-            affine_wide: d(self.affine_wide, prev.affine_wide),
-            steal_smt: d(self.steal_smt, prev.steal_smt),
-            steal_llc: d(self.steal_llc, prev.steal_llc),
-            steal_node: d(self.steal_node, prev.steal_node),
-            steal_remote: d(self.steal_remote, prev.steal_remote),
-            steal_offline: d(self.steal_offline, prev.steal_offline),
-            kick_stealer: d(self.kick_stealer, prev.kick_stealer),
-            migr_cross_llc: d(self.migr_cross_llc, prev.migr_cross_llc),
-            migr_cross_node: d(self.migr_cross_node, prev.migr_cross_node),
-            iwq_samples: d(self.iwq_samples, prev.iwq_samples),
-            timer_ms: (self.timer_ms - prev.timer_ms).max(0.0),
-            timer_stretched: d(self.timer_stretched, prev.timer_stretched),
-            rescue_kicks: d(self.rescue_kicks, prev.rescue_kicks),
-            kick_dropped: d(self.kick_dropped, prev.kick_dropped),
-            wake_preempt: d(self.wake_preempt, prev.wake_preempt),
-            idle_resync: d(self.idle_resync, prev.idle_resync),
-            idle_claim_lost: d(self.idle_claim_lost, prev.idle_claim_lost),
-            idle_while_queued_llc_ms: (self.idle_while_queued_llc_ms
-                - prev.idle_while_queued_llc_ms)
-                .max(0.0),
-            idle_while_queued_node_ms: (self.idle_while_queued_node_ms
-                - prev.idle_while_queued_node_ms)
-                .max(0.0),
-            enqueues: d(self.enqueues, prev.enqueues),
-            enq_fallback: d(self.enq_fallback, prev.enq_fallback),
-            direct_dispatches: d(self.direct_dispatches, prev.direct_dispatches),
-            dispatch_local: d(self.dispatch_local, prev.dispatch_local),
-            keep_prev: d(self.keep_prev, prev.keep_prev),
-            xnode_push_wake: d(self.xnode_push_wake, prev.xnode_push_wake),
-            xnode_push_fork: d(self.xnode_push_fork, prev.xnode_push_fork),
-            xnode_exec: d(self.xnode_exec, prev.xnode_exec),
-            xnode_steal_balance: d(self.xnode_steal_balance, prev.xnode_steal_balance),
-            xnode_steal_offline: d(self.xnode_steal_offline, prev.xnode_steal_offline),
-            xnode_wake_follow: d(self.xnode_wake_follow, prev.xnode_wake_follow),
-            xnode_active: d(self.xnode_active, prev.xnode_active),
-            xnode_steal_overload: d(self.xnode_steal_overload, prev.xnode_steal_overload),
-            numa_passes: d(self.numa_passes, prev.numa_passes),
-            numa_budget: d(self.numa_budget, prev.numa_budget),
-            numa_push_kept: d(self.numa_push_kept, prev.numa_push_kept),
-            numa_new_local: d(self.numa_new_local, prev.numa_new_local),
-            numa_task_recent: d(self.numa_task_recent, prev.numa_task_recent),
-            numa_follow_refused: d(self.numa_follow_refused, prev.numa_follow_refused),
-            numa_settled_kept: d(self.numa_settled_kept, prev.numa_settled_kept),
-            numa_active_kicks: d(self.numa_active_kicks, prev.numa_active_kicks),
-            numa_overload: d(self.numa_overload, prev.numa_overload),
-            xnode_home: d(self.xnode_home, prev.xnode_home),
-            home_kept: d(self.home_kept, prev.home_kept),
-            home_active: d(self.home_active, prev.home_active),
-            home_swaps: d(self.home_swaps, prev.home_swaps),
-            cache_pref_set: d(self.cache_pref_set, prev.cache_pref_set),
-            cache_pref_switch: d(self.cache_pref_switch, prev.cache_pref_switch),
-            cache_drop_fit: d(self.cache_drop_fit, prev.cache_drop_fit),
-            cache_drop_overload: d(self.cache_drop_overload, prev.cache_drop_overload),
-            cache_drop_timeout: d(self.cache_drop_timeout, prev.cache_drop_timeout),
-            cache_aggr_pull: d(self.cache_aggr_pull, prev.cache_aggr_pull),
-            cache_aggr_wake: d(self.cache_aggr_wake, prev.cache_aggr_wake),
-            cache_aggr_kick: d(self.cache_aggr_kick, prev.cache_aggr_kick),
-            cache_aggr_mark: d(self.cache_aggr_mark, prev.cache_aggr_mark),
-            cache_aggr_move: d(self.cache_aggr_move, prev.cache_aggr_move),
-            cache_keep_wake: d(self.cache_keep_wake, prev.cache_keep_wake),
-            cache_refuse_out: d(self.cache_refuse_out, prev.cache_refuse_out),
-            cache_refuse_overaggr: d(self.cache_refuse_overaggr, prev.cache_refuse_overaggr),
-            cache_rt_ms: (self.cache_rt_ms - prev.cache_rt_ms).max(0.0),
-            cache_rt_pref_ms: (self.cache_rt_pref_ms - prev.cache_rt_pref_ms).max(0.0),
             cache_procs: self.cache_procs.clone(),
             node_load: self.node_load.clone(),
             node_load_mean: vec![],
@@ -501,6 +270,7 @@ impl Metrics {
             memory_affinity_binds: d(self.memory_affinity_binds, prev.memory_affinity_binds),
             memory_affinity_unbinds: d(self.memory_affinity_unbinds, prev.memory_affinity_unbinds),
             memory_procs: self.memory_procs.clone(),
+            ..self.counters_minus(prev)
         }
         .with_means()
     }
@@ -514,75 +284,6 @@ impl Metrics {
             e.run_cnt += o.run_cnt;
         }
         Metrics {
-            pick_prev_core: self.pick_prev_core + other.pick_prev_core,
-            pick_llc_core: self.pick_llc_core + other.pick_llc_core,
-            pick_llc_cpu: self.pick_llc_cpu + other.pick_llc_cpu,
-            pick_node_cpu: self.pick_node_cpu + other.pick_node_cpu,
-            pick_other: self.pick_other + other.pick_other,
-            pick_none: self.pick_none + other.pick_none,
-            pick_affine: self.pick_affine + other.pick_affine,
-            affine_wide: self.affine_wide + other.affine_wide,
-            steal_smt: self.steal_smt + other.steal_smt,
-            steal_llc: self.steal_llc + other.steal_llc,
-            steal_node: self.steal_node + other.steal_node,
-            steal_remote: self.steal_remote + other.steal_remote,
-            steal_offline: self.steal_offline + other.steal_offline,
-            kick_stealer: self.kick_stealer + other.kick_stealer,
-            migr_cross_llc: self.migr_cross_llc + other.migr_cross_llc,
-            migr_cross_node: self.migr_cross_node + other.migr_cross_node,
-            iwq_samples: self.iwq_samples + other.iwq_samples,
-            timer_ms: self.timer_ms + other.timer_ms,
-            timer_stretched: self.timer_stretched + other.timer_stretched,
-            rescue_kicks: self.rescue_kicks + other.rescue_kicks,
-            kick_dropped: self.kick_dropped + other.kick_dropped,
-            wake_preempt: self.wake_preempt + other.wake_preempt,
-            idle_resync: self.idle_resync + other.idle_resync,
-            idle_claim_lost: self.idle_claim_lost + other.idle_claim_lost,
-            idle_while_queued_llc_ms: self.idle_while_queued_llc_ms
-                + other.idle_while_queued_llc_ms,
-            idle_while_queued_node_ms: self.idle_while_queued_node_ms
-                + other.idle_while_queued_node_ms,
-            enqueues: self.enqueues + other.enqueues,
-            enq_fallback: self.enq_fallback + other.enq_fallback,
-            direct_dispatches: self.direct_dispatches + other.direct_dispatches,
-            dispatch_local: self.dispatch_local + other.dispatch_local,
-            keep_prev: self.keep_prev + other.keep_prev,
-            xnode_push_wake: self.xnode_push_wake + other.xnode_push_wake,
-            xnode_push_fork: self.xnode_push_fork + other.xnode_push_fork,
-            xnode_exec: self.xnode_exec + other.xnode_exec,
-            xnode_steal_balance: self.xnode_steal_balance + other.xnode_steal_balance,
-            xnode_steal_offline: self.xnode_steal_offline + other.xnode_steal_offline,
-            xnode_wake_follow: self.xnode_wake_follow + other.xnode_wake_follow,
-            xnode_active: self.xnode_active + other.xnode_active,
-            xnode_steal_overload: self.xnode_steal_overload + other.xnode_steal_overload,
-            numa_passes: self.numa_passes + other.numa_passes,
-            numa_budget: self.numa_budget + other.numa_budget,
-            numa_push_kept: self.numa_push_kept + other.numa_push_kept,
-            numa_new_local: self.numa_new_local + other.numa_new_local,
-            numa_task_recent: self.numa_task_recent + other.numa_task_recent,
-            numa_follow_refused: self.numa_follow_refused + other.numa_follow_refused,
-            numa_settled_kept: self.numa_settled_kept + other.numa_settled_kept,
-            numa_active_kicks: self.numa_active_kicks + other.numa_active_kicks,
-            numa_overload: self.numa_overload + other.numa_overload,
-            xnode_home: self.xnode_home + other.xnode_home,
-            home_kept: self.home_kept + other.home_kept,
-            home_active: self.home_active + other.home_active,
-            home_swaps: self.home_swaps + other.home_swaps,
-            cache_pref_set: self.cache_pref_set + other.cache_pref_set,
-            cache_pref_switch: self.cache_pref_switch + other.cache_pref_switch,
-            cache_drop_fit: self.cache_drop_fit + other.cache_drop_fit,
-            cache_drop_overload: self.cache_drop_overload + other.cache_drop_overload,
-            cache_drop_timeout: self.cache_drop_timeout + other.cache_drop_timeout,
-            cache_aggr_pull: self.cache_aggr_pull + other.cache_aggr_pull,
-            cache_aggr_wake: self.cache_aggr_wake + other.cache_aggr_wake,
-            cache_aggr_kick: self.cache_aggr_kick + other.cache_aggr_kick,
-            cache_aggr_mark: self.cache_aggr_mark + other.cache_aggr_mark,
-            cache_aggr_move: self.cache_aggr_move + other.cache_aggr_move,
-            cache_keep_wake: self.cache_keep_wake + other.cache_keep_wake,
-            cache_refuse_out: self.cache_refuse_out + other.cache_refuse_out,
-            cache_refuse_overaggr: self.cache_refuse_overaggr + other.cache_refuse_overaggr,
-            cache_rt_ms: self.cache_rt_ms + other.cache_rt_ms,
-            cache_rt_pref_ms: self.cache_rt_pref_ms + other.cache_rt_pref_ms,
             // a snapshot: the later incarnation's
             cache_procs: other.cache_procs.clone(),
             // a gauge: the later incarnation's value
@@ -611,6 +312,7 @@ impl Metrics {
             memory_affinity_binds: self.memory_affinity_binds + other.memory_affinity_binds,
             memory_affinity_unbinds: self.memory_affinity_unbinds + other.memory_affinity_unbinds,
             memory_procs: other.memory_procs.clone(),
+            ..self.counters_plus(other)
         }
         .with_means()
     }
@@ -822,11 +524,12 @@ fn zip_with(a: &[u64], b: &[u64], f: impl Fn(u64, u64) -> u64) -> Vec<u64> {
         .collect()
 }
 
-/// Start the scx_stats server. Each request is forwarded to the owner of
-/// the BPF skeleton over the returned channels: it receives `()` and must
-/// answer with a `Metrics`.
-pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
-    let data = StatsServerData::<(), Metrics>::new()
+/// What the scx_stats server serves: the meta of `Metrics` and its parts
+/// (also what --help-stats prints), and the "top" request, forwarded to
+/// the owner of the BPF skeleton over the server's channels: it receives
+/// `()` and must answer with a `Metrics`.
+pub fn server_data() -> StatsServerData<(), Metrics> {
+    StatsServerData::<(), Metrics>::new()
         .add_meta(Metrics::meta())
         .add_meta(ProgRunTime::meta())
         .add_meta(CacheProc::meta())
@@ -837,8 +540,12 @@ pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
                 req.send(())?;
                 res.recv()?.to_json()
             }),
-        );
-    StatsServer::new(data).launch()
+        )
+}
+
+/// Start the scx_stats server.
+pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
+    StatsServer::new(server_data()).launch()
 }
 
 /// Client loop: print interval deltas every `intv` until `shutdown`.
@@ -978,6 +685,130 @@ mod tests {
         c.xnode_exec = 3;
         let j = serde_json::to_string(&s.plus(&c)).unwrap();
         assert!(j.contains("\"node_load_mean\"") && j.contains("\"xnode_steal_balance\""), "{j}");
+    }
+
+    /// Each index of the stats map lands in its own field, and only there:
+    /// a count as is, nanoseconds as milliseconds.
+    #[test]
+    fn every_index_maps_to_its_field() {
+        for &(idx, name, _) in &COUNTERS {
+            let mut c = vec![0u64; NR_STATS];
+            c[idx] = 7_000_000;
+            let v = serde_json::to_value(Metrics::from_counters(&c)).unwrap();
+            for &(_, other, _) in &COUNTERS {
+                let got = v[other].as_f64().unwrap_or_else(|| panic!("{other} not a number"));
+                let want = match (other == name, other.ends_with("_ms")) {
+                    (false, _) => 0.0,
+                    (true, false) => 7_000_000.0,
+                    (true, true) => 7.0,
+                };
+                assert_eq!(got, want, "index {idx} ({name}): {other}");
+            }
+        }
+    }
+
+    /// Counters `format` leaves out on purpose (none today).
+    const NOT_SHOWN: &[&str] = &[];
+
+    /// Every counter shows in the --stats text (moving it changes the
+    /// text), unless NOT_SHOWN says otherwise.
+    #[test]
+    fn every_counter_is_shown() {
+        let text = |c: &[u64]| {
+            let mut out = vec![];
+            Metrics::from_counters(c).format(&mut out, "t").unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let base = text(&[1; NR_STATS]);
+        for &(idx, name, _) in &COUNTERS {
+            let mut c = vec![1u64; NR_STATS];
+            c[idx] = 987_654_321_000;
+            assert_eq!(
+                text(&c) != base,
+                !NOT_SHOWN.contains(&name),
+                "{name}: print it in Metrics::format or list it in NOT_SHOWN"
+            );
+        }
+    }
+
+    /// A Metrics with no field at its default value.
+    fn full_sample() -> Metrics {
+        let c: Vec<u64> = (1..=NR_STATS as u64).map(|i| i * 1_000_000).collect();
+        let mut m = Metrics::from_counters(&c);
+        m.set_node_load(vec![2048, 512], vec![300, 100], 100);
+        m.set_llc_load(&[3072, 256], &[2048, 256]);
+        m.max_wait_ms = 12.5;
+        m.max_wait_task = "pid 1 cpu 2".into();
+        m.bpf_prog.insert("enqueue".into(), ProgRunTime { run_time_ns: 10, run_cnt: 1 });
+        m.cache_procs = vec![CacheProc { tgid: 42, ..Default::default() }];
+        let mut ms = crate::memory::MemStats {
+            scans: 3,
+            pages_migrated: 99,
+            bytes_migrated: 5 << 20,
+            move_failed: 1,
+            peak_bytes_per_s: 7 << 20,
+            budget_waits: 2,
+            affinity_binds: 1,
+            affinity_unbinds: 2,
+            ..Default::default()
+        };
+        ms.procs.insert(42, MemProc { tgid: 42, ..Default::default() });
+        m.set_memory("spread", 128, &ms);
+        m
+    }
+
+    /// delta and plus carry every field: a field they forget reads as its
+    /// default.
+    #[test]
+    fn delta_and_plus_cover_every_field() {
+        let m = full_sample();
+        let v = serde_json::to_value(&m).unwrap();
+        for (k, x) in v.as_object().unwrap() {
+            let empty = x.as_f64() == Some(0.0)
+                || x.as_str() == Some("")
+                || x.as_array().is_some_and(|a| a.is_empty())
+                || x.as_object().is_some_and(|o| o.is_empty());
+            assert!(!empty, "full_sample leaves {k} at its default: set it");
+        }
+        assert_eq!(m.delta(&Metrics::default()), m);
+        assert_eq!(Metrics::default().plus(&m), m);
+    }
+
+    /// --help-stats lists every counter with its description.
+    #[test]
+    fn help_lists_every_counter() {
+        let mut out = vec![];
+        server_data().describe_meta(&mut out, None).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for &(_, name, desc) in &COUNTERS {
+            let line = text.lines().find(|l| l.split_whitespace().next() == Some(name));
+            assert!(line.is_some_and(|l| l.ends_with(&format!(" : {desc}"))), "{name}:\n{text}");
+        }
+    }
+
+    /// The --stats text, line by line: a change of layout is a change of
+    /// this test.
+    #[test]
+    fn format_layout() {
+        let c: Vec<u64> = (1..=NR_STATS as u64).map(|i| i * 1_000_000).collect();
+        let mut out = vec![];
+        Metrics::from_counters(&c).format(&mut out, "test").unwrap();
+        let want = "\
+[scx_locality] test
+  pick   prev_core=1000000 llc_core=2000000 llc_cpu=3000000 node_cpu=4000000 other=5000000 none=6000000 affine=7000000 (wide 8000000)
+  steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000
+  migr   cross_llc=14000000 cross_node=15000000  idle_while_queued llc=16.0ms node=17.0ms (24000000 samples, timer 25.0ms, 26000000 stretched)
+  queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=66000000 idle_claim_lost=67000000
+  numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 task_recent=42000000 follow_refused=43000000 settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000
+  load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
+  cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_overload=54000000 drop_timeout=55000000  aggr pull=56000000 wake=57000000 kick=58000000 mark=59000000 move=60000000 keep_wake=61000000  refused out=62000000 overaggr=63000000  in_pref=101.6% of 64.0ms
+  memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 peak=0.0MB/s waits=0
+";
+        let got = String::from_utf8(out).unwrap();
+        for (g, w) in got.lines().zip(want.lines()) {
+            assert_eq!(g, w);
+        }
+        assert_eq!(got, want);
     }
 
     #[test]

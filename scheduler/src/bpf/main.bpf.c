@@ -90,7 +90,7 @@
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
  * no_idle_core, steal_cross_node, push_cross_node, iwq_period_ns; NUMA
  * knobs in numa.bpf.c.
- * Stats: the per-CPU "stats" array, indices in intf.h.
+ * Stats: the per-CPU "stats" array, one counter per line of stats.h.
  */
 #include "locality.bpf.h"
 #include "numa.bpf.h"
