@@ -159,14 +159,14 @@ IMAGE_KEEP_S = 2 * 86400
 
 
 @contextlib.contextmanager
-def cache_lock(folder: Path, log=print):
-    """An exclusive flock on folder/.lock: one image build at a time per cache, whatever the process."""
+def cache_lock(folder: Path, log=print, what: str = "image build"):
+    """An exclusive flock on folder/.lock: one build at a time per cache folder, whatever the process."""
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log(f"lab: waiting for another run's image build in {folder}")
+            log(f"lab: waiting for another run's {what} in {folder}")
             fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

@@ -118,7 +118,17 @@ def build(name: str, log=print, force: bool = False) -> tuple[bool, str]:
         return False, f"{name} has no crate in lab/schedulers.toml (peers: {', '.join(entries) or 'none'})"
     if binary(name).exists() and not force:
         return True, str(binary(name))
-    crate, version = entries[name]["crate"], str(entries[name].get("version", ""))
+    # One peer build at a time per cache: concurrent runs (CI, a second bin/lab) share its log files and
+    # target folder. A build that waited finds the binary its predecessor installed.
+    with image.cache_lock(root(), log, what="peer build"):
+        if binary(name).exists() and not force:
+            return True, str(binary(name))
+        return _install(name, entries[name], log, force)
+
+
+def _install(name: str, entry: dict, log, force: bool) -> tuple[bool, str]:
+    """build()'s cargo install, under its lock."""
+    crate, version = entry["crate"], str(entry.get("version", ""))
     logs_dir().mkdir(parents=True, exist_ok=True)
     logfile = logs_dir() / f"{name}.log"
     failed = logs_dir() / f"{name}.failed"
