@@ -471,44 +471,6 @@ def step_command(cases: list[Case], step: int, header: str) -> str:
 
 
 @dataclass
-class Topo:
-    """CPU -> node, LLC and core of the modeled machine (the LLCs the scheduler is told, not QEMU's)."""
-    nodes: list[list[int]]
-    llcs: list[list[int]]
-    cores: list[list[int]]
-
-    @classmethod
-    def of(cls, m: machines.Machine) -> "Topo":
-        return cls(nodes=[list(n) for n in m.nodes], llcs=[list(g) for g in m.llcs],
-                   cores=[list(g) for g in m.smt_groups()])
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Topo":
-        return cls(nodes=d["nodes"], llcs=d["llcs"], cores=d["cores"])
-
-    def to_json(self) -> dict:
-        return {"nodes": self.nodes, "llcs": self.llcs, "cores": self.cores}
-
-    @staticmethod
-    def _index(groups) -> dict[int, int]:
-        return {cpu: i for i, g in enumerate(groups) for cpu in g}
-
-    def node_of(self) -> dict[int, int]:
-        return self._index(self.nodes)
-
-    def llc_of(self) -> dict[int, int]:
-        return self._index(self.llcs)
-
-    def core_of(self) -> dict[int, int]:
-        return self._index(self.cores)
-
-    def cpu_order(self) -> list[int]:
-        """CPUs sorted by node, LLC, core: the rows of the utilisation heatmap."""
-        node, llc, core = self.node_of(), self.llc_of(), self.core_of()
-        return sorted(node, key=lambda c: (node[c], llc.get(c, -1), core.get(c, -1), c))
-
-
-@dataclass
 class TaskSamples:
     tgid: int
     tid: int
@@ -551,7 +513,7 @@ def select_tasks(tasks: list[TaskSamples], sample_comm: list[str] | None = None)
     return [t for t in tasks if t.comm not in HARNESS_COMMS]
 
 
-def locality(tasks: list[TaskSamples], topo: Topo) -> dict:
+def locality(tasks: list[TaskSamples], topo: machines.Topology) -> dict:
     """Counters of one case: observed moves between samples (all, cross-LLC, cross-node), se.nr_migrations,
     and how many samples found each task in its home LLC / node (home = where it was seen most)."""
     node_of, llc_of = topo.node_of(), topo.llc_of()
@@ -622,7 +584,7 @@ def busiest(tasks: list[TaskSamples], selected: list[TaskSamples], n: int | None
     return sorted(sorted(idx, key=key)[:n])
 
 
-def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list[int], topo: Topo,
+def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list[int], topo: machines.Topology,
                settle_ms: float = COLOCATION_SETTLE_MS, tasks: list[TaskSamples] | None = None) -> dict:
     """Co-location of a group of tasks (indices into PREFIX.tasks), tick by tick. Over the ticks at which at
     least two of them were seen ("pair ticks"), how many found all of those seen on one node (same_node) and
@@ -682,7 +644,7 @@ def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list
     return out
 
 
-def process_llc(tasks: list[TaskSamples], topo: Topo) -> list[dict]:
+def process_llc(tasks: list[TaskSamples], topo: machines.Topology) -> list[dict]:
     """One row per process (tgid) of the given tasks: the samples that found one of its threads running
     (state R) on each LLC, a proxy for its runtime per LLC (cache-aware scheduling wants a process's runtime in
     one LLC). top_llc holds the most; share = top / all. Processes never seen running are left out; rows in
@@ -712,7 +674,7 @@ def process_llc(tasks: list[TaskSamples], topo: Topo) -> list[dict]:
 NUMAJOB_RE = re.compile(r"numajob id=(\d+) pid=(\d+) .*?mem_pages=(\S*) elapsed_s=([0-9.]+)")
 
 
-def residency(tasks: list[TaskSamples], topo: Topo, comm: str, output: str) -> list[dict]:
+def residency(tasks: list[TaskSamples], topo: machines.Topology, comm: str, output: str) -> list[dict]:
     """One row per job (process named comm): samples per node, the node holding most of its memory (from
     the job's own numajob report line, if any) and its run time."""
     node_of = topo.node_of()
@@ -914,7 +876,7 @@ def _rel(path: Path, out: Path) -> str:
     return str(path.relative_to(out))
 
 
-def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: run.SchedSpec, topo: Topo,
+def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: run.SchedSpec, topo: machines.Topology,
                  out: Path, raw_dir: Path) -> dict:
     sr = result.steps[step_idx] if step_idx < len(result.steps) else run.StepResult(sched=spec.label)
     started = bool(sr.sched_started or (spec.is_eevdf and sr.cmd_exit is not None))
@@ -993,7 +955,7 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
         print(msg, file=stdout, flush=True)
 
     out.mkdir(parents=True, exist_ok=True)
-    topo = Topo.of(m)
+    topo = m.topology()
     build_workloads(log)
     failed = prepare_schedulers(specs, build, log)
     runnable = [s for s in specs if s.label not in failed]

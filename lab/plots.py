@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .bench import Topo  # noqa: E402
+from .machines import Topology  # noqa: E402
 
 
 def parse_cpustat(text: str) -> dict[int, list[tuple[int, int, int]]]:
@@ -61,7 +61,7 @@ def _cpu_label(cpu: int, node: dict, llc: dict) -> str:
 
 
 def cpu_heatmap(results: dict, out: Path, bench: str) -> Path | None:
-    topo = Topo.from_json(results["topology"])
+    topo = Topology.from_json(results["topology"])
     cpus = topo.cpu_order()
     node, llc = topo.node_of(), topo.llc_of()
     scheds = [s["label"] for s in results["scheds"]]
@@ -128,7 +128,7 @@ def cpu_heatmap(results: dict, out: Path, bench: str) -> Path | None:
 
 def residency_heatmap(results: dict, out: Path, bench: str) -> Path | None:
     """One panel per (scheduler, case): share of each job's samples per node; '*' marks its memory's node."""
-    topo = Topo.from_json(results["topology"])
+    topo = Topology.from_json(results["topology"])
     nr_nodes = len(topo.nodes)
     panels = []
     for s in [x["label"] for x in results["scheds"]]:

@@ -164,8 +164,8 @@ task 101 102 hackbench 100 2400 -1 2:24:20
 task 103 103 numajob 0 2400 2 5:20:20,1:5:5
 """
 
-TOPO = bench.Topo(nodes=[[0, 1, 2, 3], [4, 5, 6, 7]], llcs=[[0, 1], [2, 3], [4, 5], [6, 7]],
-                  cores=[[c] for c in range(8)])
+TOPO = machines.Topology(nodes=((0, 1, 2, 3), (4, 5, 6, 7)), llcs=((0, 1), (2, 3), (4, 5), (6, 7)),
+                         smt=tuple((c,) for c in range(8)), distances=((10, 32), (32, 10)))
 
 
 def test_parse_tasks():
@@ -231,7 +231,7 @@ def test_cache_benchmarks_sweep_pairs_and_instances():
 
 
 def test_topology_order_of_a_machine():
-    t = bench.Topo.of(machines.load("haswell2s"))
+    t = machines.load("haswell2s").topology()
     order = t.cpu_order()
     node = t.node_of()
     assert sorted(order) == list(range(16))
