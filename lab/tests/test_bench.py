@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from lab import bench, machines, paths, run
+from lab import bench, benchfile, machines, paths, run
 
 LAB = str(paths.REPO / "bin" / "lab")
 
@@ -39,12 +39,12 @@ mean = "amean"
 
 
 def test_every_shipped_benchmark_loads():
-    names = bench.known_benchmarks()
+    names = benchfile.known_benchmarks()
     for must in ("hackbench", "netperf-stream", "netperf-rr", "wakelat", "memkern", "jbb2", "numa-residency"):
         assert must in names
     assert "ablation" not in names
     for n in names:
-        b = bench.load_benchmark(n)
+        b = benchfile.load_benchmark(n)
         assert b.cases() and b.figures
         for c in b.cases():
             assert "{" not in c.command.replace("${", "")  # every placeholder filled
@@ -52,7 +52,7 @@ def test_every_shipped_benchmark_loads():
 
 
 def test_sweep_choices_and_estimates(tmp_path):
-    b = bench.load_benchmark("tb", write_bench(tmp_path, TB))
+    b = benchfile.load_benchmark("tb", write_bench(tmp_path, TB))
     cases = b.cases()
     assert [c.label for c in cases] == ["a-1", "a-3", "b-1", "b-3"]
     assert cases[0].id == "tb-a-1"
@@ -63,19 +63,19 @@ def test_sweep_choices_and_estimates(tmp_path):
 
 def test_overrides(tmp_path):
     p = write_bench(tmp_path, TB)
-    b = bench.load_benchmark("tb:mode=b:n=5/6:x=9", p)
+    b = benchfile.load_benchmark("tb:mode=b:n=5/6:x=9", p)
     assert [c.command for c in b.cases()] == ["prog  -n 5 -x 9", "prog  -n 6 -x 9"]
     assert b.spec == "tb:mode=b:n=5/6:x=9"
-    b = bench.load_benchmark("tb:x=1/2", p)  # several values turn a parameter into a sweep axis
+    b = benchfile.load_benchmark("tb:x=1/2", p)  # several values turn a parameter into a sweep axis
     assert len(b.cases()) == 8
-    with pytest.raises(bench.BenchError, match="no parameter or sweep axis 'y'"):
-        bench.load_benchmark("tb:y=1", p)
-    with pytest.raises(bench.BenchError, match="not one of"):
-        bench.load_benchmark("tb:mode=c", p)
-    with pytest.raises(bench.BenchError, match="KEY=VALUE"):
-        bench.load_benchmark("tb:mode", p)
-    with pytest.raises(bench.BenchError, match="unknown benchmark 'nonesuch'"):
-        bench.load_benchmark("nonesuch")
+    with pytest.raises(benchfile.BenchError, match="no parameter or sweep axis 'y'"):
+        benchfile.load_benchmark("tb:y=1", p)
+    with pytest.raises(benchfile.BenchError, match="not one of"):
+        benchfile.load_benchmark("tb:mode=c", p)
+    with pytest.raises(benchfile.BenchError, match="KEY=VALUE"):
+        benchfile.load_benchmark("tb:mode", p)
+    with pytest.raises(benchfile.BenchError, match="unknown benchmark 'nonesuch'"):
+        benchfile.load_benchmark("nonesuch")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -88,13 +88,13 @@ def test_overrides(tmp_path):
 ])
 def test_malformed_benchmark_names_the_field(tmp_path, change, message):
     p = write_bench(tmp_path, TB.replace(*change))
-    with pytest.raises(bench.BenchError, match=message.replace("{", r"\{").replace("}", r"\}")):
-        bench.load_benchmark("tb", p)
+    with pytest.raises(benchfile.BenchError, match=message.replace("{", r"\{").replace("}", r"\}")):
+        benchfile.load_benchmark("tb", p)
 
 
 def test_figure_parse_aggregates():
     text = "jbb_ops_per_s: 100.0\nother\njbb_ops_per_s: 300\n"
-    mk = lambda agg: bench.Figure("f", r"jbb_ops_per_s:\s*([0-9.]+)", "", True, "hmean", agg)  # noqa: E731
+    mk = lambda agg: benchfile.Figure("f", r"jbb_ops_per_s:\s*([0-9.]+)", "", True, "hmean", agg)  # noqa: E731
     assert mk("first").parse(text) == 100.0
     assert mk("last").parse(text) == 300.0
     assert mk("sum").parse(text) == 400.0
@@ -104,11 +104,11 @@ def test_figure_parse_aggregates():
 
 
 def test_netperf_and_hackbench_regexes_match_real_output():
-    hb = bench.load_benchmark("hackbench").figures[0]
+    hb = benchfile.load_benchmark("hackbench").figures[0]
     assert hb.parse("Running in process mode with 4 groups\nTime: 15.366\n") == 15.366
-    st = bench.load_benchmark("netperf-stream").figures[0]
+    st = benchfile.load_benchmark("netperf-stream").figures[0]
     assert st.parse("153.39,10^6bits/s\n") == 153.39
-    rr = bench.load_benchmark("netperf-rr").figures[0]
+    rr = benchfile.load_benchmark("netperf-rr").figures[0]
     assert rr.parse("54879.14,Trans/s\n") == 54879.14
     assert rr.parse("153.39,10^6bits/s\n") is None
 
@@ -117,21 +117,21 @@ def test_sched_list_and_ablation():
     specs = bench.parse_sched_list("eevdf,scx_locality:--slice-us 3000", ablate=True)
     labels = [s.label for s in specs]
     assert labels[:2] == ["eevdf", "scx_locality:--slice-us 3000"]
-    mechs = bench.ablation_mechanisms()
+    mechs = benchfile.ablation_mechanisms()
     assert {m["off"] for m in mechs} >= {"--no-steal", "--no-idle-core"}
     for m in mechs:
         assert f"scx_locality:--slice-us 3000 {m['off']}" in labels
     assert len(labels) == 2 + len(mechs)
     assert [s.label for s in bench.parse_sched_list("eevdf", ablate=True)][1] == "scx_locality"
-    with pytest.raises(bench.BenchError, match="twice"):
+    with pytest.raises(benchfile.BenchError, match="twice"):
         bench.parse_sched_list("eevdf,eevdf", ablate=False)
     with pytest.raises(run.UsageError):
         bench.parse_sched_list("eevdf,scx_nonesuch", ablate=False)
 
 
 def test_plan_rotates_scheduler_order_per_run(tmp_path):
-    b1 = bench.load_benchmark("tb", write_bench(tmp_path, TB))
-    b2 = bench.load_benchmark("wakelat")
+    b1 = benchfile.load_benchmark("tb", write_bench(tmp_path, TB))
+    b2 = benchfile.load_benchmark("wakelat")
     s = [run.parse_sched(x) for x in ("eevdf", "scx_locality", "scx_rusty")]
     p0 = [(b.name, x.label) for b, x in bench.plan_run([b1, b2], s, 0)]
     p1 = [(b.name, x.label) for b, x in bench.plan_run([b1, b2], s, 1)]
@@ -142,7 +142,7 @@ def test_plan_rotates_scheduler_order_per_run(tmp_path):
 
 
 def test_step_command_runs_every_case_under_the_sampler(tmp_path):
-    b = bench.load_benchmark("tb", write_bench(tmp_path, TB))
+    b = benchfile.load_benchmark("tb", write_bench(tmp_path, TB))
     cmd = bench.step_command(b.cases(), 2, "run=1 bench=tb sched=eevdf")
     assert cmd.startswith(". /lab/lib.sh")
     assert cmd.count("locsample ") == 4
@@ -219,12 +219,12 @@ def test_process_llc_counts_running_samples_per_llc():
 
 
 def test_cache_benchmarks_sweep_pairs_and_instances():
-    b = bench.load_benchmark("cache-hackbench")
+    b = benchfile.load_benchmark("cache-hackbench")
     assert b.process_llc and b.sample_comm == ["hackbench"]
     cmds = {c.label: c.command for c in b.cases()}
     assert cmds["socket-8"] == "hackbench  -T -g 1 -f 8 -l $(( 1000000 / (8 * 8) ))"
     assert cmds["pipe-1"].startswith("hackbench --pipe -T -g 1 -f 1 ")
-    i = bench.load_benchmark("cache-instances:instances=2")
+    i = benchfile.load_benchmark("cache-instances:instances=2")
     assert i.process_llc and [c.label for c in i.cases()] == ["pipe", "socket"]
     assert "-lt 2 ]" in i.cases()[0].command
     assert i.to_json()["process_llc"] is True
@@ -257,7 +257,7 @@ def fake_result(tmp_path, files, steps):
 
 
 def test_collect_step_parses_figures_locality_and_failures(tmp_path):
-    b = bench.load_benchmark("tb:mode=a", write_bench(tmp_path, TB))
+    b = benchfile.load_benchmark("tb:mode=a", write_bench(tmp_path, TB))
     out = tmp_path / "out"
     raw = out / "raw" / "run1"
     raw.mkdir(parents=True)
@@ -276,7 +276,7 @@ def test_collect_step_parses_figures_locality_and_failures(tmp_path):
 
 
 def test_collect_step_of_a_scheduler_that_did_not_start(tmp_path):
-    b = bench.load_benchmark("tb:mode=a:n=1", write_bench(tmp_path, TB))
+    b = benchfile.load_benchmark("tb:mode=a:n=1", write_bench(tmp_path, TB))
     out = tmp_path / "out"
     raw = out / "raw" / "run1"
     raw.mkdir(parents=True)
@@ -482,7 +482,7 @@ def test_colocation_counts_a_tick_with_three_on_one_node():
 
 
 def test_numa_pair_benchmark_cases_and_figures():
-    b = bench.load_benchmark("numa-pair")
+    b = benchfile.load_benchmark("numa-pair")
     cases = {c.label: c for c in b.cases()}
     assert set(cases) == {"hackbench-pair", "hackbench-pair-after-stress", "netperf-stream"}
     assert cases["hackbench-pair"].command.startswith("hackbench -p -T -g 1 -f 1 -l ")
@@ -493,26 +493,27 @@ def test_numa_pair_benchmark_cases_and_figures():
     assert all(c.ticks for c in cases.values()) and b.colocation_tasks == 2
     assert {f.name: f.cases for f in b.figures} == {"hackbench-time": ["hackbench-pair", "hackbench-pair-after-stress"],
                                                     "netperf-throughput": ["netperf-stream"]}
-    small = bench.load_benchmark("numa-pair:loops=1000:pair=hackbench-pair")
+    small = benchfile.load_benchmark("numa-pair:loops=1000:pair=hackbench-pair")
     assert [c.command for c in small.cases()] == ["hackbench -p -T -g 1 -f 1 -l 1000"]
-    assert not any(c.ticks for c in bench.load_benchmark("hackbench").cases())
+    assert not any(c.ticks for c in benchfile.load_benchmark("hackbench").cases())
 
 
 def test_malformed_colocation_fields(tmp_path):
-    with pytest.raises(bench.BenchError, match="colocation_tasks"):
-        bench.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 1\n" + TB))
-    with pytest.raises(bench.BenchError, match=r"choices.mode.a.*\{nope\}"):
-        bench.load_benchmark("tb", write_bench(tmp_path, TB.replace('"--alpha"', '"--alpha {nope}"')))
-    with pytest.raises(bench.BenchError, match="no case 'zz'"):
-        bench.load_benchmark("tb", write_bench(tmp_path, TB.replace('mean = "amean"', 'mean = "amean"\ncases = ["zz"]')))
+    with pytest.raises(benchfile.BenchError, match="colocation_tasks"):
+        benchfile.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 1\n" + TB))
+    with pytest.raises(benchfile.BenchError, match=r"choices.mode.a.*\{nope\}"):
+        benchfile.load_benchmark("tb", write_bench(tmp_path, TB.replace('"--alpha"', '"--alpha {nope}"')))
+    zz = TB.replace('mean = "amean"', 'mean = "amean"\ncases = ["zz"]')
+    with pytest.raises(benchfile.BenchError, match="no case 'zz'"):
+        benchfile.load_benchmark("tb", write_bench(tmp_path, zz))
 
 
 def test_step_command_asks_for_ticks_only_with_colocation(tmp_path):
-    b = bench.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 2\n" + TB))
+    b = benchfile.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 2\n" + TB))
     cmd = bench.step_command(b.cases(), 0, "run=1 bench=tb sched=eevdf")
     assert cmd.count(" -k -o ") == 4
     assert "lab_put_file s0c1.ticks /tmp/lb/s0c1.ticks" in cmd and "/tmp/lb/s0c1.ticks\n" in cmd
-    plain = bench.step_command(bench.load_benchmark("tb", write_bench(tmp_path, TB)).cases(), 0, "x")
+    plain = bench.step_command(benchfile.load_benchmark("tb", write_bench(tmp_path, TB)).cases(), 0, "x")
     assert " -k " not in plain and ".ticks" not in plain
 
 
@@ -526,7 +527,7 @@ mean = "hmean"
 cases = ["b-1"]
 """
     text = "colocation_tasks = 2\nsample_comm = [\"hackbench\"]\n" + text.replace("n = [1, 3]", "n = [1]")
-    b = bench.load_benchmark("tb", write_bench(tmp_path, text))
+    b = benchfile.load_benchmark("tb", write_bench(tmp_path, text))
     out = tmp_path / "out"
     raw = out / "raw" / "run1"
     raw.mkdir(parents=True)
