@@ -27,18 +27,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import benchfile, image, machines, paths, peers, run, setup
+from . import benchfile, guest_script, image, machines, paths, peers, run, setup
 
 WORKLOADS_DIR = paths.REPO / "workloads"
 WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal"]
 RESULTS_VERSION = 1
 
-# Sampler periods (ms): last CPU of every task, se.nr_migrations, /proc/stat; and the most of one CPU (percent)
-# the task scans may take (the scan period stretches beyond SAMPLE_MS to stay within it).
-SAMPLE_MS, SCHED_MS, CPUSTAT_MS, SAMPLER_BUDGET_PCT = 100, 500, 500, 10
 # Tasks that belong to the harness, not the benchmark (the sh -c wrapper, sleeps between its commands).
 HARNESS_COMMS = {"sh", "sleep", "cat", "kill", "wait", "timeout", "busybox", "nproc", "locsample"}
-RESULT_RE = re.compile(r"^lab-bench-rc: (-?\d+)\s*$", re.M)
 FINAL_STATS_RE = re.compile(r"scx_locality-final-stats:\s*(\{.*\})\s*$", re.M)
 
 
@@ -71,39 +67,6 @@ def parse_sched_list(text: str, ablate: bool) -> list[run.SchedSpec]:
     if not specs:
         raise benchfile.BenchError("no scheduler given")
     return specs
-
-
-# ---------------------------------------------------------------------------------------------------------
-# What runs in the guest
-
-
-def case_tag(step: int, case: int) -> str:
-    """Name of a case's files in the boot (lab_put_file names must be unique within one boot)."""
-    return f"s{step}c{case}"
-
-
-def step_command(cases: list[benchfile.Case], step: int, header: str) -> str:
-    """The shell command of one step: every case under locsample, its files sent to the host."""
-    begin = shlex.quote(f"lab-bench: step-begin {step} {header}")
-    lines = [". /lab/lib.sh", "mkdir -p /tmp/lb", f"echo {begin}"]
-    for j, c in enumerate(cases):
-        tag = case_tag(step, j)
-        base = f"/tmp/lb/{tag}"
-        limit = int(max(1, c.timeout_s))
-        kinds = ["out", "tasks", "cpu"] + (["ticks"] if c.ticks else [])
-        lines += [
-            f"echo 'lab-bench: case-begin {step} {j}'",
-            f"locsample -i {SAMPLE_MS} -m {SCHED_MS} -s {CPUSTAT_MS} -b {SAMPLER_BUDGET_PCT} -t {limit}"
-            f"{' -k' if c.ticks else ''} -o {base} -- "
-            f"/bin/sh -c {shlex.quote(c.command)} > {base}.out 2>&1",
-            f"echo \"lab-bench-rc: $?\" >> {base}.out",
-            f"cat {base}.out",
-        ] + [f"lab_put_file {tag}.{k} {base}.{k}" for k in kinds] + [
-            "rm -f " + " ".join(f"{base}.{k}" for k in kinds),
-            f"echo 'lab-bench: case-end {step} {j}'",
-        ]
-    lines.append("true")
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -534,7 +497,7 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
             if tail:
                 step["start_error"] = f"{sr.sched_start_error}: {tail}"
     for j, case in enumerate(bench.cases()):
-        tag = case_tag(step_idx, j)
+        tag = guest_script.case_tag(step_idx, j)
         figures = [f for f in bench.figures if f.applies(case.label)]
         c = {"case": case.id, "label": case.label, "params": case.params, "status": "not-run", "rc": None,
              "error": None, "elapsed_s": None, "figures": {f.name: None for f in figures},
@@ -551,7 +514,7 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
             step["cases"].append(c)
             continue
         text = (out / c["files"]["out"]).read_text(errors="replace")
-        rcs = RESULT_RE.findall(text)
+        rcs = guest_script.RESULT_RE.findall(text)
         c["rc"] = int(rcs[-1]) if rcs else None
         meta, tasks = parse_tasks((out / c["files"]["tasks"]).read_text(errors="replace")) \
             if "tasks" in c["files"] else parse_tasks("")
@@ -606,8 +569,9 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[ben
         "scheds": [{"label": s.label, "name": s.name, "args": s.args,
                     "prepare_error": failed.get(s.label)} for s in specs],
         "benchmarks": {b.name: b.to_json() for b in benches},
-        "sampler": {"sample_ms": SAMPLE_MS, "sched_ms": SCHED_MS, "cpustat_ms": CPUSTAT_MS,
-                    "budget_pct": SAMPLER_BUDGET_PCT, "settle_ms": benchfile.COLOCATION_SETTLE_MS},
+        "sampler": {"sample_ms": guest_script.SAMPLE_MS, "sched_ms": guest_script.SCHED_MS,
+                    "cpustat_ms": guest_script.CPUSTAT_MS, "budget_pct": guest_script.SAMPLER_BUDGET_PCT,
+                    "settle_ms": benchfile.COLOCATION_SETTLE_MS},
         "runs": [],
     }
     for label, reason in failed.items():
@@ -622,7 +586,8 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[ben
     nr_cases = {b.name: len(b.cases()) for b in benches}
     for r in range(runs):
         steps_plan = plan_run(benches, runnable, r)
-        steps = [run.Step(s, step_command(b.cases(), i, f"run={r + 1} bench={b.name} sched={s.label}"))
+        steps = [run.Step(s, guest_script.step_command(b.cases(), i,
+                                                       f"run={r + 1} bench={b.name} sched={s.label}"))
                  for i, (b, s) in enumerate(steps_plan)]
         state = {"booted": False}
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from lab import bench, benchfile, machines, paths, run
+from lab import bench, benchfile, guest_script, machines, paths, run
 
 LAB = str(paths.REPO / "bin" / "lab")
 
@@ -143,7 +143,7 @@ def test_plan_rotates_scheduler_order_per_run(tmp_path):
 
 def test_step_command_runs_every_case_under_the_sampler(tmp_path):
     b = benchfile.load_benchmark("tb", write_bench(tmp_path, TB))
-    cmd = bench.step_command(b.cases(), 2, "run=1 bench=tb sched=eevdf")
+    cmd = guest_script.step_command(b.cases(), 2, "run=1 bench=tb sched=eevdf")
     assert cmd.startswith(". /lab/lib.sh")
     assert cmd.count("locsample ") == 4
     assert "-t 30 -o /tmp/lb/s2c0 -- /bin/sh -c 'prog --alpha -n 1 -x 7'" in cmd
@@ -510,10 +510,10 @@ def test_malformed_colocation_fields(tmp_path):
 
 def test_step_command_asks_for_ticks_only_with_colocation(tmp_path):
     b = benchfile.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 2\n" + TB))
-    cmd = bench.step_command(b.cases(), 0, "run=1 bench=tb sched=eevdf")
+    cmd = guest_script.step_command(b.cases(), 0, "run=1 bench=tb sched=eevdf")
     assert cmd.count(" -k -o ") == 4
     assert "lab_put_file s0c1.ticks /tmp/lb/s0c1.ticks" in cmd and "/tmp/lb/s0c1.ticks\n" in cmd
-    plain = bench.step_command(benchfile.load_benchmark("tb", write_bench(tmp_path, TB)).cases(), 0, "x")
+    plain = guest_script.step_command(benchfile.load_benchmark("tb", write_bench(tmp_path, TB)).cases(), 0, "x")
     assert " -k " not in plain and ".ticks" not in plain
 
 
