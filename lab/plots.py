@@ -12,26 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .machines import Topology  # noqa: E402
-
-
-def parse_cpustat(text: str) -> dict[int, list[tuple[int, int, int]]]:
-    """locsample's PREFIX.cpu -> {cpu: [(ms, busy_ticks, total_ticks), ...]} (idle and iowait are not busy)."""
-    out: dict[int, list[tuple[int, int, int]]] = {}
-    for line in text.splitlines():
-        w = line.split()
-        if len(w) < 6 or not w[1].startswith("cpu") or not w[1][3:].isdigit():
-            continue
-        try:
-            ms = int(w[0])
-            vals = [int(x) for x in w[2:10]]
-        except ValueError:
-            continue
-        vals += [0] * (8 - len(vals))
-        # user nice system idle iowait irq softirq steal (guest time is already in user)
-        total = sum(vals)
-        idle = vals[3] + vals[4]
-        out.setdefault(int(w[1][3:]), []).append((ms, total - idle, total))
-    return out
+from .samples import parse_cpustat  # noqa: E402
 
 
 def utilisation(samples: dict[int, list[tuple[int, int, int]]], cpus: list[int]) -> np.ndarray:

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from lab import bench, benchfile, guest_script, machines, paths, run
+from lab import bench, benchfile, guest_script, machines, paths, run, samples
 
 LAB = str(paths.REPO / "bin" / "lab")
 
@@ -169,20 +169,20 @@ TOPO = machines.Topology(nodes=((0, 1, 2, 3), (4, 5, 6, 7)), llcs=((0, 1), (2, 3
 
 
 def test_parse_tasks():
-    meta, tasks = bench.parse_tasks(TASKS)
+    meta, tasks = samples.parse_tasks(TASKS)
     assert meta == {"elapsed_ms": 2500, "rc": 0, "timeout": False, "ticks": 25, "busy_ms": 40}
     assert len(tasks) == 4
     t = tasks[1]
     assert (t.tgid, t.tid, t.comm, t.nr_migrations) == (101, 101, "hackbench", 5)
     assert t.runs == [(0, 10, 10), (1, 5, 5), (4, 5, 5), (0, 5, 5)]
     assert tasks[2].nr_migrations is None
-    meta, _ = bench.parse_tasks("end 10 124 timeout\n")
+    meta, _ = samples.parse_tasks("end 10 124 timeout\n")
     assert meta["timeout"] and meta["rc"] == 124
 
 
 def test_locality_counts_moves_by_level():
-    _, tasks = bench.parse_tasks(TASKS)
-    loc = bench.locality(bench.select_tasks(tasks), TOPO)
+    _, tasks = samples.parse_tasks(TASKS)
+    loc = samples.locality(samples.select_tasks(tasks), TOPO)
     # sh is the harness's; task 101: 0->1 (same LLC), 1->4 (LLC and node), 4->0 (LLC and node);
     # task 102: no move; task 103: 5->1 (LLC and node).
     assert loc["tasks"] == 3
@@ -192,30 +192,30 @@ def test_locality_counts_moves_by_level():
     # homes: 101 node 0 (20 of 25), LLC 0 (20); 102 all 24; 103 node 1 (20), LLC 2 (20)
     assert loc["home_node_samples"] == 20 + 24 + 20
     assert loc["home_llc_samples"] == 20 + 24 + 20
-    only = bench.locality(bench.select_tasks(tasks, ["numajob"]), TOPO)
+    only = samples.locality(samples.select_tasks(tasks, ["numajob"]), TOPO)
     assert only["tasks"] == 1 and only["cross_node"] == 1
 
 
 def test_residency_rows_with_memory_node():
-    _, tasks = bench.parse_tasks(TASKS + "task 104 104 numajob 0 2400 0 1:25:25\n")
+    _, tasks = samples.parse_tasks(TASKS + "task 104 104 numajob 0 2400 0 1:25:25\n")
     out = ("numajob id=1 pid=104 sum=3 mem_pages=0:16384 elapsed_s=2.000\n"
            "numajob id=0 pid=103 sum=1 mem_pages=0:100,1:16284 elapsed_s=3.500\n")
-    rows = bench.residency(tasks, TOPO, "numajob", out)
+    rows = samples.residency(tasks, TOPO, "numajob", out)
     assert [r["id"] for r in rows] == [0, 1]
     assert rows[0]["node_samples"] == [5, 20] and rows[0]["mem_node"] == 1 and rows[0]["elapsed_s"] == 3.5
     assert rows[1]["node_samples"] == [25, 0] and rows[1]["mem_node"] == 0
 
 
 def test_process_llc_counts_running_samples_per_llc():
-    _, tasks = bench.parse_tasks(TASKS + "task 105 105 hackbench 0 2400 0 6:10:0\n")
-    rows = bench.process_llc(bench.select_tasks(tasks, ["hackbench"]), TOPO)
+    _, tasks = samples.parse_tasks(TASKS + "task 105 105 hackbench 0 2400 0 6:10:0\n")
+    rows = samples.process_llc(samples.select_tasks(tasks, ["hackbench"]), TOPO)
     # process 101: thread 101 ran 20 on LLC 0 (cpus 0, 1) and 5 on LLC 2 (cpu 4); thread 102 20 on LLC 1
     # (a tie: the lower LLC is the top); process 105 was never seen running: left out
     assert len(rows) == 1
     r = rows[0]
     assert (r["pid"], r["threads"], r["llc_running"], r["running"]) == (101, 2, [20, 20, 5, 0], 45)
     assert (r["top_llc"], r["share"]) == (0, 0.4444)
-    assert bench.process_llc([], TOPO) == []
+    assert samples.process_llc([], TOPO) == []
 
 
 def test_cache_benchmarks_sweep_pairs_and_instances():
@@ -240,9 +240,9 @@ def test_topology_order_of_a_machine():
 
 def test_final_stats_line():
     log = ("starting\nscx_locality-final-stats: {\"migr_cross_llc\": 4, \"idle_while_queued_llc_ms\": 1.5}\n")
-    assert bench.parse_final_stats(log) == {"migr_cross_llc": 4, "idle_while_queued_llc_ms": 1.5}
-    assert bench.parse_final_stats("no stats here\n") is None
-    assert bench.parse_final_stats("scx_locality-final-stats: {broken\n") is None
+    assert samples.parse_final_stats(log) == {"migr_cross_llc": 4, "idle_while_queued_llc_ms": 1.5}
+    assert samples.parse_final_stats("no stats here\n") is None
+    assert samples.parse_final_stats("scx_locality-final-stats: {broken\n") is None
 
 
 def fake_result(tmp_path, files, steps):
@@ -432,7 +432,7 @@ PAIR_TICKS = """# locsample-ticks 1 interval_ms=100
 
 
 def test_parse_ticks():
-    ticks = bench.parse_ticks(PAIR_TICKS + "garbage line\n")
+    ticks = samples.parse_ticks(PAIR_TICKS + "garbage line\n")
     assert len(ticks) == 8
     assert ticks[0] == (0, {0: 0, 1: 0, 2: 1, 3: 1}, [])
     assert ticks[1] == (100, {}, [])
@@ -441,18 +441,18 @@ def test_parse_ticks():
 
 
 def test_busiest_tasks_pick_the_pair():
-    _, tasks = bench.parse_tasks(PAIR_TASKS)
-    sel = bench.select_tasks(tasks, ["hackbench"])
+    _, tasks = samples.parse_tasks(PAIR_TASKS)
+    sel = samples.select_tasks(tasks, ["hackbench"])
     assert len(sel) == 3
     # running samples: main thread 1, sender 8, receiver 6
-    assert bench.busiest(tasks, sel, 2) == [2, 3]
-    assert bench.busiest(tasks, sel, None) == [1, 2, 3]
-    assert bench.busiest(tasks, bench.select_tasks(tasks), 1) == [2]
+    assert samples.busiest(tasks, sel, 2) == [2, 3]
+    assert samples.busiest(tasks, sel, None) == [1, 2, 3]
+    assert samples.busiest(tasks, samples.select_tasks(tasks), 1) == [2]
 
 
 def test_colocation_of_a_pair_tick_by_tick():
-    _, tasks = bench.parse_tasks(PAIR_TASKS)
-    co = bench.colocation(bench.parse_ticks(PAIR_TICKS), [2, 3], TOPO, settle_ms=1000, tasks=tasks)
+    _, tasks = samples.parse_tasks(PAIR_TASKS)
+    co = samples.colocation(samples.parse_ticks(PAIR_TICKS), [2, 3], TOPO, settle_ms=1000, tasks=tasks)
     # pair ticks 0..6 (7); on one node at ticks 0, 1, 3, 4 (4); on one LLC at the same four
     assert (co["ticks"], co["pair_ticks"], co["same_node"], co["same_llc"]) == (8, 7, 4, 4)
     # sender 1->4 at 500 ms (node, LLC), 4->2 at 1100 ms (node, LLC, after start: 1100 - 0 >= 1000);
@@ -466,15 +466,15 @@ def test_colocation_of_a_pair_tick_by_tick():
     # With the idle main thread (always on CPU 0, node 0) as a third task: every tick has 2+ tasks (at 1400 ms
     # the main thread and the sender); all on one node at ticks 0, 1 (CPUs 0, 1, 1) and 7 (CPUs 0, 2) only,
     # since whenever the pair is together on node 1 (ticks 3, 4) the main thread is on node 0
-    three = bench.colocation(bench.parse_ticks(PAIR_TICKS), [1, 2, 3], TOPO, settle_ms=0)
+    three = samples.colocation(samples.parse_ticks(PAIR_TICKS), [1, 2, 3], TOPO, settle_ms=0)
     assert (three["pair_ticks"], three["same_node"]) == (8, 3)
     # ...and no settle time counts every move as after start
     assert three["cross_node_after_start"] == three["cross_node"] == 3
 
 
 def test_colocation_counts_a_tick_with_three_on_one_node():
-    ticks = bench.parse_ticks("0 0:0 1:1 2:2\n100 2:4\n200 2:3\n")
-    co = bench.colocation(ticks, [0, 1, 2], TOPO, settle_ms=150)
+    ticks = samples.parse_ticks("0 0:0 1:1 2:2\n100 2:4\n200 2:3\n")
+    co = samples.colocation(ticks, [0, 1, 2], TOPO, settle_ms=150)
     assert (co["pair_ticks"], co["same_node"], co["same_llc"]) == (3, 2, 0)  # LLCs {0, 1}, then node split
     assert (co["cross_node"], co["cross_node_after_start"]) == (2, 1)  # 2->4 at 100 ms, 4->3 at 200 ms
     # busiest node's share per tick: 3/3, 2/3 (task 2 alone on node 1), 3/3
