@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """Modeled machines: one TOML file each under lab/machines/.
 
-A machine file says what real machine it scales down and which seed measured on it, and gives the topology
-the guest must show: sockets, cores, SMT threads, NUMA nodes (as cpulists), SLIT distances and LLCs.
-From it we derive the QEMU command line and the topology the guest must report at boot.
+A machine file says what real machine it scales down (models) and which published work it comes from
+(origin), and gives the topology the guest must show: sockets, cores, SMT threads, NUMA nodes (as cpulists),
+SLIT distances and LLCs. From it we derive the QEMU command line and the topology the guest must report at boot.
 
 QEMU gives every socket exactly one L3 (shared/LAB-NOTES.md), so a machine whose LLCs are not its sockets
 must say why in `llc_override_why`; the lab then hands the scheduler an override file with the real LLCs.
@@ -122,7 +122,7 @@ class Machine:
     name: str
     path: Path
     models: str
-    seed: str
+    origin: str
     sockets: int
     cores_per_socket: int
     threads_per_core: int
@@ -196,7 +196,7 @@ class Machine:
 
 
 _REQUIRED = {
-    "name": str, "models": str, "seed": str, "sockets": int, "cores_per_socket": int,
+    "name": str, "models": str, "origin": str, "sockets": int, "cores_per_socket": int,
     "threads_per_core": int, "memory_mb_per_node": int, "nodes": list, "distances": list, "llcs": list,
 }
 _OPTIONAL = {"llc_override_why": str, "boot_timeout_s": int}
@@ -305,7 +305,7 @@ def load_file(path: Path) -> Machine:
                 _fail(path, "distances", f"[{i}][{j}] = {d} must be in 11..255")
             if dist[j][i] != d:
                 _fail(path, "distances", f"not symmetric at [{i}][{j}]; QEMU sets both directions at once")
-    m = Machine(name=data["name"], path=path, models=data["models"], seed=data["seed"],
+    m = Machine(name=data["name"], path=path, models=data["models"], origin=data["origin"],
                 sockets=data["sockets"], cores_per_socket=data["cores_per_socket"], threads_per_core=t,
                 memory_mb_per_node=data["memory_mb_per_node"], nodes=nodes, distances=dist, llcs=llcs,
                 llc_override_why=data.get("llc_override_why"), boot_timeout_s=data.get("boot_timeout_s", 240))
