@@ -44,7 +44,7 @@ def cmd_machines(args) -> int:
         print(m.summary())
         if args.verbose:
             print(f"{'':12s} models: {m.models}")
-            print(f"{'':12s} seed:   {m.seed}")
+            print(f"{'':12s} origin: {m.origin}")
             if m.needs_llc_override:
                 print(f"{'':12s} LLC override: {m.llc_override_why}")
     return rc

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """bin/lab bench: run benchmarks under several schedulers in one boot per run, repeat, report.
 
-Benchmarks are data (lab/benchmarks/NAME.toml): a shell command template, fixed parameters, a parameter
-sweep (every combination is one case), and the figures to parse from the output (a regular expression, the
-unit, whether higher is better, Hmean for rates or Amean for times). `--bench NAME[:KEY=V1/V2...]` runs a
-benchmark, optionally with a sweep axis or parameter replaced.
+Data flows one way: lab/benchfile.py reads the benchmarks (lab/benchmarks/NAME.toml: a shell command
+template, a parameter sweep whose every combination is one case, the figures to parse from the output),
+lab/guest_script.py writes what a step runs in the guest, run.run_job boots and runs it, lab/samples.py parses
+what comes back, and lab/report.py (with lab/stats.py and lab/plots.py) writes the report. This module plans
+the runs, prepares the schedulers and workloads, shows the progress and collects the cases into results.json.
 
 One run is one boot. Its steps are (benchmark, scheduler) pairs: for each benchmark every scheduler in turn,
 with the schedulers' order rotated from run to run so that none always goes first. Each case runs under
@@ -18,392 +19,24 @@ counters), raw/ (the guest's files), report.md and PNGs (lab/report.py, lab/plot
 """
 from __future__ import annotations
 
-import ast
-import itertools
 import json
-import operator
 import os
-import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import image, machines, paths, peers, run, setup
+from . import benchfile, guest_script, image, machines, paths, peers, run, samples, setup
 
-BENCH_DIR = paths.REPO / "lab" / "benchmarks"
-ABLATION_FILE = BENCH_DIR / "ablation.toml"
 WORKLOADS_DIR = paths.REPO / "workloads"
 WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal"]
 RESULTS_VERSION = 1
 
-# Sampler periods (ms): last CPU of every task, se.nr_migrations, /proc/stat; and the most of one CPU (percent)
-# the task scans may take (the scan period stretches beyond SAMPLE_MS to stay within it).
-SAMPLE_MS, SCHED_MS, CPUSTAT_MS, SAMPLER_BUDGET_PCT = 100, 500, 500, 10
-# Co-location: cross-node moves of a task count as "after start" from this many ms after its first sample on
-# (a benchmark may set colocation_settle_ms): its initial placement and first balancing are left out.
-COLOCATION_SETTLE_MS = 1000
-# Tasks that belong to the harness, not the benchmark (the sh -c wrapper, sleeps between its commands).
-HARNESS_COMMS = {"sh", "sleep", "cat", "kill", "wait", "timeout", "busybox", "nproc", "locsample"}
-RESULT_RE = re.compile(r"^lab-bench-rc: (-?\d+)\s*$", re.M)
-FINAL_STATS_RE = re.compile(r"scx_locality-final-stats:\s*(\{.*\})\s*$", re.M)
-PLACEHOLDER_RE = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class BenchError(run.UsageError):
-    """A bad --bench/--sched argument or a malformed benchmark file (the file and field are named)."""
-
 
 # ---------------------------------------------------------------------------------------------------------
-# Benchmarks as data
-
-
-@dataclass
-class Figure:
-    name: str
-    regex: str
-    unit: str
-    higher_is_better: bool
-    mean: str  # "hmean" (rates) or "amean" (times)
-    aggregate: str = "first"  # over all matches: first, last, sum, mean, min, max
-    cases: list[str] | None = None  # the case labels it applies to (None: every case)
-
-    def applies(self, label: str) -> bool:
-        return self.cases is None or label in self.cases
-
-    def parse(self, text: str) -> float | None:
-        vals = []
-        for m in re.finditer(self.regex, text, re.M):
-            try:
-                vals.append(float(m.group(1)))
-            except (ValueError, IndexError):
-                continue
-        if not vals:
-            return None
-        agg = {"first": lambda v: v[0], "last": lambda v: v[-1], "sum": sum, "min": min, "max": max,
-               "mean": lambda v: sum(v) / len(v)}[self.aggregate]
-        return float(agg(vals))
-
-    def to_json(self) -> dict:
-        d = {"name": self.name, "regex": self.regex, "unit": self.unit,
-             "higher_is_better": self.higher_is_better, "mean": self.mean, "aggregate": self.aggregate}
-        if self.cases is not None:
-            d["cases"] = self.cases
-        return d
-
-
-@dataclass
-class Case:
-    bench: str
-    id: str  # unique: bench name plus the sweep values
-    label: str  # the sweep values alone (the row name in the report)
-    params: dict
-    command: str
-    est_s: float
-    timeout_s: float
-    ticks: bool = False  # locsample -k: the per-tick record (for co-location)
-
-
-@dataclass
-class Benchmark:
-    name: str
-    path: Path
-    description: str
-    command: str
-    params: dict
-    sweep: dict
-    choices: dict
-    figures: list[Figure]
-    est_seconds: str | float
-    timeout_s: float
-    residency_comm: str | None = None
-    sample_comm: list[str] = field(default_factory=list)
-    overrides: dict = field(default_factory=dict)
-    colocation_tasks: int | None = None  # co-location of the N busiest selected tasks (None: not measured)
-    colocation_settle_ms: float = COLOCATION_SETTLE_MS
-    process_llc: bool = False  # per process: running samples per LLC (cache-aware scheduling)
-
-    @property
-    def spec(self) -> str:
-        """The --bench argument that names this benchmark with its overrides."""
-        if not self.overrides:
-            return self.name
-        return self.name + "".join(f":{k}={'/'.join(map(str, v)) if isinstance(v, list) else v}"
-                                   for k, v in self.overrides.items())
-
-    def cases(self) -> list[Case]:
-        keys = list(self.sweep)
-        out = []
-        for combo in itertools.product(*(self.sweep[k] for k in keys)) if keys else [()]:
-            values = dict(self.params)
-            subst = {k: str(v) for k, v in self.params.items()}
-            for k, v in zip(keys, combo):
-                values[k] = v
-                subst[k] = str(self.choices.get(k, {}).get(str(v), v))
-                if str(v) in self.choices.get(k, {}):  # a choice may name parameters: {loops}
-                    subst[k] = PLACEHOLDER_RE.sub(lambda m: str(self.params[m.group(1)]), subst[k])
-            label = "-".join(str(v) for v in combo) or self.name
-            cid = self.name + ("-" + label if combo else "")
-            command = PLACEHOLDER_RE.sub(lambda m: subst[m.group(1)], self.command)
-            out.append(Case(bench=self.name, id=cid, label=label, params=values, command=command,
-                            est_s=_estimate(self.est_seconds, values, self.path), timeout_s=self.timeout_s,
-                            ticks=self.colocation_tasks is not None))
-        return out
-
-    def to_json(self) -> dict:
-        where = self.path.relative_to(paths.REPO) if self.path.is_relative_to(paths.REPO) else self.path
-        return {"name": self.name, "spec": self.spec, "description": self.description, "command": self.command,
-                "params": self.params, "sweep": self.sweep, "choices": self.choices,
-                "figures": [f.to_json() for f in self.figures], "residency_comm": self.residency_comm,
-                "sample_comm": self.sample_comm, "colocation_tasks": self.colocation_tasks,
-                "colocation_settle_ms": self.colocation_settle_ms, "process_llc": self.process_llc,
-                "file": str(where),
-                "cases": [{"id": c.id, "label": c.label, "command": c.command} for c in self.cases()]}
-
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.USub: operator.neg, ast.UAdd: operator.pos}
-
-
-def _estimate(expr, values: dict, path: Path) -> float:
-    """est_seconds: a number, or an arithmetic expression (+ - * / and parentheses) of numeric parameters."""
-    if isinstance(expr, (int, float)):
-        return float(expr)
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return float(node.value)
-        if isinstance(node, ast.Name):
-            v = values.get(node.id)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
-            raise BenchError(f"{path}: field 'est_seconds': {node.id!r} is not a numeric parameter")
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.operand))
-        raise BenchError(f"{path}: field 'est_seconds': only numbers, parameters and + - * / are allowed")
-
-    try:
-        return max(0.0, ev(ast.parse(str(expr), mode="eval")))
-    except SyntaxError as e:
-        raise BenchError(f"{path}: field 'est_seconds': {e}") from None
-    except ZeroDivisionError:
-        raise BenchError(f"{path}: field 'est_seconds': division by zero") from None
-
-
-# The fields of a benchmark file and of its [[figure]] entries; any other is a typo, named with its file.
-BENCH_FIELDS = {"description", "command", "est_seconds", "timeout_s", "params", "sweep", "choices", "figure",
-                "sample_comm", "residency_comm", "colocation_tasks", "colocation_settle_ms", "process_llc"}
-FIGURE_FIELDS = {"name", "regex", "unit", "higher_is_better", "mean", "aggregate", "cases"}
-MECHANISM_FIELDS = {"name", "off", "what"}
-CASE_TIMEOUT_S = (1, 3600)  # a case's timeout_s: the guest kills it then
-MAX_CASES = 1000
-
-
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _check_fields(path: Path, where: str, table, known: set[str]) -> None:
-    if not isinstance(table, dict):
-        raise BenchError(f"{path}: {where}must be a table")
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise BenchError(f"{path}: {where}field {unknown[0]!r} is unknown (known: {', '.join(sorted(known))})")
-
-
-def _check_types(path: Path, data: dict) -> None:
-    """Types and bounds of a benchmark file's fields, each error naming the file and the field."""
-    _check_fields(path, "", data, BENCH_FIELDS)
-    scalar = (str, int, float, bool)
-    if not isinstance(data.get("description", ""), str):
-        raise BenchError(f"{path}: field 'description' must be a string")
-    est = data.get("est_seconds", 10)
-    if not (isinstance(est, str) or _is_num(est)):
-        raise BenchError(f"{path}: field 'est_seconds' must be a number or an arithmetic expression string")
-    lo, hi = CASE_TIMEOUT_S
-    t = data.get("timeout_s", 600)
-    if not _is_num(t) or not lo <= t <= hi:
-        raise BenchError(f"{path}: field 'timeout_s' must be a number of seconds in {lo}..{hi}, got {t!r}")
-    for key in ("params", "sweep", "choices"):
-        if not isinstance(data.get(key, {}), dict):
-            raise BenchError(f"{path}: field {key!r} must be a table")
-    for k, v in data.get("params", {}).items():
-        if not isinstance(v, scalar):
-            raise BenchError(f"{path}: field 'params.{k}' must be a string, number or boolean")
-    for k, v in data.get("sweep", {}).items():
-        if not all(isinstance(x, scalar) for x in (v if isinstance(v, list) else [v])):
-            raise BenchError(f"{path}: field 'sweep.{k}' must be a list of strings, numbers or booleans")
-    for k, v in data.get("choices", {}).items():
-        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-            raise BenchError(f"{path}: field 'choices.{k}' must be a table of strings")
-    if not isinstance(data.get("residency_comm", ""), str):
-        raise BenchError(f"{path}: field 'residency_comm' must be a string")
-    sc = data.get("sample_comm", [])
-    if not isinstance(sc, list) or not all(isinstance(x, str) for x in sc):
-        raise BenchError(f"{path}: field 'sample_comm' must be a list of strings")
-    figs = data.get("figure", [])
-    if not isinstance(figs, list):
-        raise BenchError(f"{path}: field 'figure' must be an array of tables ([[figure]])")
-    for i, f in enumerate(figs):
-        _check_fields(path, f"figure[{i}]: ", f, FIGURE_FIELDS)
-
-
-def known_benchmarks() -> list[str]:
-    return sorted(p.stem for p in BENCH_DIR.glob("*.toml") if p != ABLATION_FILE)
-
-
-def _parse_value(text: str):
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_bench_spec(spec: str) -> tuple[str, dict]:
-    """NAME[:KEY=V1/V2...] -> (NAME, {KEY: [V1, V2]}); a sweep axis takes every value, a parameter one."""
-    name, *parts = spec.strip().split(":")
-    overrides: dict = {}
-    for part in parts:
-        key, eq, val = part.partition("=")
-        if not eq or not key or not val:
-            raise BenchError(f"bad benchmark override {part!r} in {spec!r}; expected KEY=VALUE[/VALUE...]")
-        overrides[key] = [_parse_value(v) for v in val.split("/") if v != ""]
-    return name, overrides
-
-
-def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
-    name, overrides = parse_bench_spec(spec)
-    path = path or BENCH_DIR / f"{name}.toml"
-    if not path.exists() or path == ABLATION_FILE:
-        raise BenchError(f"unknown benchmark {name!r}; known: {', '.join(known_benchmarks())}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise BenchError(f"{path}: not valid TOML: {e}") from None
-    _check_types(path, data)
-
-    def need(key, typ):
-        if key not in data:
-            raise BenchError(f"{path}: field {key!r} is missing")
-        if not isinstance(data[key], typ):
-            raise BenchError(f"{path}: field {key!r} has the wrong type")
-        return data[key]
-
-    command = need("command", str)
-    params = dict(data.get("params", {}))
-    sweep = {k: list(v) if isinstance(v, list) else [v] for k, v in data.get("sweep", {}).items()}
-    choices = {k: {str(a): str(b) for a, b in v.items()} for k, v in data.get("choices", {}).items()}
-    for k, vals in sweep.items():
-        if not vals:
-            raise BenchError(f"{path}: field 'sweep.{k}' is empty")
-        for v in vals:
-            if k in choices and str(v) not in choices[k]:
-                raise BenchError(f"{path}: field 'sweep.{k}': value {v!r} has no entry in choices.{k}")
-    for k in params:
-        if k in sweep:
-            raise BenchError(f"{path}: {k!r} is both a parameter and a sweep axis")
-    for key, vals in overrides.items():
-        if key in sweep:
-            for v in vals:
-                if key in choices and str(v) not in choices[key]:
-                    raise BenchError(f"{name}: {key}={v} is not one of {', '.join(choices[key])}")
-            sweep[key] = vals
-        elif key in params:
-            if len(vals) == 1:
-                params[key] = vals[0]
-            else:  # several values for a fixed parameter: it becomes a sweep axis
-                del params[key]
-                sweep[key] = vals
-        else:
-            raise BenchError(f"{name} has no parameter or sweep axis {key!r}; it has: "
-                             f"{', '.join(list(params) + list(sweep)) or 'none'}")
-    figures = []
-    for i, f in enumerate(data.get("figure", [])):
-        where = f"{path}: figure[{i}]"
-        try:
-            fig = Figure(name=str(f["name"]), regex=str(f["regex"]), unit=str(f.get("unit", "")),
-                         higher_is_better=bool(f["higher_is_better"]), mean=str(f["mean"]),
-                         aggregate=str(f.get("aggregate", "first")))
-        except KeyError as e:
-            raise BenchError(f"{where}: field {e.args[0]!r} is missing") from None
-        if "cases" in f:
-            if not isinstance(f["cases"], list) or not all(isinstance(x, str) for x in f["cases"]):
-                raise BenchError(f"{where}: field 'cases' must be a list of case labels")
-            fig.cases = list(f["cases"])
-        if fig.mean not in ("hmean", "amean"):
-            raise BenchError(f"{where}: field 'mean' must be 'hmean' (rates) or 'amean' (times)")
-        if fig.aggregate not in ("first", "last", "sum", "mean", "min", "max"):
-            raise BenchError(f"{where}: field 'aggregate' must be first, last, sum, mean, min or max")
-        try:
-            if re.compile(fig.regex).groups < 1:
-                raise BenchError(f"{where}: field 'regex' needs one capture group (the figure)")
-        except re.error as e:
-            raise BenchError(f"{where}: field 'regex': {e}") from None
-        figures.append(fig)
-    if not figures:
-        raise BenchError(f"{path}: no [[figure]] defined")
-    known = set(params) | set(sweep)
-    for ph in PLACEHOLDER_RE.findall(command):
-        if ph not in known:
-            raise BenchError(f"{path}: field 'command': {{{ph}}} is neither a parameter nor a sweep axis")
-    for k, table in choices.items():
-        for v, text in table.items():
-            for ph in PLACEHOLDER_RE.findall(text):
-                if ph not in params:
-                    raise BenchError(f"{path}: field 'choices.{k}.{v}': {{{ph}}} is not a parameter")
-    colo = data.get("colocation_tasks")
-    if colo is not None and (not isinstance(colo, int) or isinstance(colo, bool) or colo < 2):
-        raise BenchError(f"{path}: field 'colocation_tasks' must be an integer >= 2")
-    settle = data.get("colocation_settle_ms", COLOCATION_SETTLE_MS)
-    if not isinstance(settle, (int, float)) or isinstance(settle, bool) or settle < 0:
-        raise BenchError(f"{path}: field 'colocation_settle_ms' must be a number >= 0")
-    pllc = data.get("process_llc", False)
-    if not isinstance(pllc, bool):
-        raise BenchError(f"{path}: field 'process_llc' must be true or false")
-    b = Benchmark(name=name, path=path, description=str(data.get("description", "")), command=command,
-                  params=params, sweep=sweep, choices=choices, figures=figures,
-                  est_seconds=data.get("est_seconds", 10), timeout_s=float(data.get("timeout_s", 600)),
-                  residency_comm=data.get("residency_comm") or None,
-                  sample_comm=list(data.get("sample_comm", [])), overrides=overrides,
-                  colocation_tasks=colo, colocation_settle_ms=float(settle), process_llc=pllc)
-    nr_cases = 1
-    for vals in sweep.values():
-        nr_cases *= len(vals)
-    if nr_cases > MAX_CASES:
-        raise BenchError(f"{path}: field 'sweep': {nr_cases} cases; at most {MAX_CASES}")
-    b.cases()  # validates est_seconds
-    labels = {c.label for c in b.cases()}
-    for i, fig in enumerate(figures):
-        unknown = [x for x in fig.cases or [] if x not in labels]
-        if unknown and not overrides:  # an override may leave a figure's cases out
-            raise BenchError(f"{path}: figure[{i}]: field 'cases': no case {', '.join(map(repr, unknown))}; "
-                             f"the cases are {', '.join(sorted(labels))}")
-    return b
-
-
-def ablation_mechanisms(path: Path = ABLATION_FILE) -> list[dict]:
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise BenchError(f"{path}: not valid TOML: {e}") from None
-    _check_fields(path, "", data, {"mechanism"})
-    out = []
-    for i, m in enumerate(data.get("mechanism", [])):
-        _check_fields(path, f"mechanism[{i}]: ", m, MECHANISM_FIELDS)
-        if "name" not in m or "off" not in m:
-            raise BenchError(f"{path}: mechanism[{i}] needs 'name' and 'off'")
-        out.append({"name": m["name"], "off": m["off"], "what": m.get("what", "")})
-    return out
+# The schedulers: --sched and --ablate
 
 
 def parse_sched_list(text: str, ablate: bool) -> list[run.SchedSpec]:
@@ -413,7 +46,7 @@ def parse_sched_list(text: str, ablate: bool) -> list[run.SchedSpec]:
         # Work around lab/schedulers.toml: peers show a versioned ops name (see peers.ops_name).
         spec.ops = peers.ops_name(spec.name) or spec.ops
         if spec.label in seen:
-            raise BenchError(f"scheduler {spec.label!r} given twice")
+            raise benchfile.BenchError(f"scheduler {spec.label!r} given twice")
         seen.add(spec.label)
         specs.append(spec)
     if ablate:
@@ -422,351 +55,15 @@ def parse_sched_list(text: str, ablate: bool) -> list[run.SchedSpec]:
             base = run.parse_sched("scx_locality")
             specs.append(base)
             seen.add(base.label)
-        for mech in ablation_mechanisms():
+        for mech in benchfile.ablation_mechanisms():
             args = list(base.args) + shlex.split(mech["off"])
             spec = run.parse_sched("scx_locality:" + shlex.join(args))
             if spec.label not in seen:
                 seen.add(spec.label)
                 specs.append(spec)
     if not specs:
-        raise BenchError("no scheduler given")
+        raise benchfile.BenchError("no scheduler given")
     return specs
-
-
-# ---------------------------------------------------------------------------------------------------------
-# What runs in the guest
-
-
-def case_tag(step: int, case: int) -> str:
-    """Name of a case's files in the boot (lab_put_file names must be unique within one boot)."""
-    return f"s{step}c{case}"
-
-
-def step_command(cases: list[Case], step: int, header: str) -> str:
-    """The shell command of one step: every case under locsample, its files sent to the host."""
-    begin = shlex.quote(f"lab-bench: step-begin {step} {header}")
-    lines = [". /lab/lib.sh", "mkdir -p /tmp/lb", f"echo {begin}"]
-    for j, c in enumerate(cases):
-        tag = case_tag(step, j)
-        base = f"/tmp/lb/{tag}"
-        limit = int(max(1, c.timeout_s))
-        kinds = ["out", "tasks", "cpu"] + (["ticks"] if c.ticks else [])
-        lines += [
-            f"echo 'lab-bench: case-begin {step} {j}'",
-            f"locsample -i {SAMPLE_MS} -m {SCHED_MS} -s {CPUSTAT_MS} -b {SAMPLER_BUDGET_PCT} -t {limit}"
-            f"{' -k' if c.ticks else ''} -o {base} -- "
-            f"/bin/sh -c {shlex.quote(c.command)} > {base}.out 2>&1",
-            f"echo \"lab-bench-rc: $?\" >> {base}.out",
-            f"cat {base}.out",
-        ] + [f"lab_put_file {tag}.{k} {base}.{k}" for k in kinds] + [
-            "rm -f " + " ".join(f"{base}.{k}" for k in kinds),
-            f"echo 'lab-bench: case-end {step} {j}'",
-        ]
-    lines.append("true")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# What comes back: sampler files, locality
-
-
-@dataclass
-class Topo:
-    """CPU -> node, LLC and core of the modeled machine (the LLCs the scheduler is told, not QEMU's)."""
-    nodes: list[list[int]]
-    llcs: list[list[int]]
-    cores: list[list[int]]
-
-    @classmethod
-    def of(cls, m: machines.Machine) -> "Topo":
-        return cls(nodes=[list(n) for n in m.nodes], llcs=[list(g) for g in m.llcs],
-                   cores=[list(g) for g in m.smt_groups()])
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Topo":
-        return cls(nodes=d["nodes"], llcs=d["llcs"], cores=d["cores"])
-
-    def to_json(self) -> dict:
-        return {"nodes": self.nodes, "llcs": self.llcs, "cores": self.cores}
-
-    @staticmethod
-    def _index(groups) -> dict[int, int]:
-        return {cpu: i for i, g in enumerate(groups) for cpu in g}
-
-    def node_of(self) -> dict[int, int]:
-        return self._index(self.nodes)
-
-    def llc_of(self) -> dict[int, int]:
-        return self._index(self.llcs)
-
-    def core_of(self) -> dict[int, int]:
-        return self._index(self.cores)
-
-    def cpu_order(self) -> list[int]:
-        """CPUs sorted by node, LLC, core: the rows of the utilisation heatmap."""
-        node, llc, core = self.node_of(), self.llc_of(), self.core_of()
-        return sorted(node, key=lambda c: (node[c], llc.get(c, -1), core.get(c, -1), c))
-
-
-@dataclass
-class TaskSamples:
-    tgid: int
-    tid: int
-    comm: str
-    first_ms: int
-    last_ms: int
-    nr_migrations: int | None
-    runs: list[tuple[int, int, int]]  # (cpu, samples, running samples), in time order
-
-
-def parse_tasks(text: str) -> tuple[dict, list[TaskSamples]]:
-    """locsample's PREFIX.tasks -> ({"elapsed_ms", "rc", "timeout", "ticks", "busy_ms"}, tasks)."""
-    meta: dict = {"elapsed_ms": None, "rc": None, "timeout": False, "ticks": None, "busy_ms": None}
-    tasks = []
-    for line in text.splitlines():
-        w = line.split()
-        if not w or w[0].startswith("#"):
-            continue
-        if w[0] == "end" and len(w) >= 3:
-            meta.update(elapsed_ms=int(w[1]), rc=int(w[2]), timeout="timeout" in w[3:])
-        elif w[0] == "ticks" and len(w) >= 3:
-            meta.update(ticks=int(w[1]), busy_ms=int(w[2]))
-        elif w[0] == "task" and len(w) >= 7:
-            runs = []
-            if len(w) >= 8:
-                for r in w[7].split(","):
-                    parts = r.split(":")
-                    if len(parts) == 3:
-                        runs.append((int(parts[0]), int(parts[1]), int(parts[2])))
-            nm = int(w[6])
-            tasks.append(TaskSamples(tgid=int(w[1]), tid=int(w[2]), comm=w[3], first_ms=int(w[4]),
-                                     last_ms=int(w[5]), nr_migrations=nm if nm >= 0 else None, runs=runs))
-    return meta, tasks
-
-
-def select_tasks(tasks: list[TaskSamples], sample_comm: list[str] | None = None) -> list[TaskSamples]:
-    """The benchmark's own tasks: those named in sample_comm if given, else all but the harness's."""
-    if sample_comm:
-        return [t for t in tasks if t.comm in sample_comm]
-    return [t for t in tasks if t.comm not in HARNESS_COMMS]
-
-
-def locality(tasks: list[TaskSamples], topo: Topo) -> dict:
-    """Counters of one case: observed moves between samples (all, cross-LLC, cross-node), se.nr_migrations,
-    and how many samples found each task in its home LLC / node (home = where it was seen most)."""
-    node_of, llc_of = topo.node_of(), topo.llc_of()
-    out = {"tasks": len(tasks), "samples": 0, "moves": 0, "cross_llc": 0, "cross_node": 0,
-           "nr_migrations": None, "home_llc_samples": 0, "home_node_samples": 0}
-    nr_mig = [t.nr_migrations for t in tasks if t.nr_migrations is not None]
-    if nr_mig:
-        out["nr_migrations"] = sum(nr_mig)
-    for t in tasks:
-        per_node: dict[int, int] = {}
-        per_llc: dict[int, int] = {}
-        prev = None
-        for cpu, n, _running in t.runs:
-            out["samples"] += n
-            per_node[node_of.get(cpu, -1)] = per_node.get(node_of.get(cpu, -1), 0) + n
-            per_llc[llc_of.get(cpu, -1)] = per_llc.get(llc_of.get(cpu, -1), 0) + n
-            if prev is not None and cpu != prev:
-                out["moves"] += 1
-                if llc_of.get(cpu) != llc_of.get(prev):
-                    out["cross_llc"] += 1
-                if node_of.get(cpu) != node_of.get(prev):
-                    out["cross_node"] += 1
-            prev = cpu
-        if per_node:
-            out["home_node_samples"] += max(per_node.values())
-            out["home_llc_samples"] += max(per_llc.values())
-    return out
-
-
-def parse_ticks(text: str) -> list[tuple[int, dict[int, int], list[int]]]:
-    """locsample's PREFIX.ticks (-k) -> one (ms, {task index: cpu}, [task indices gone]) per tick, in time order:
-    the tasks named at a tick (new, or on another CPU than at the previous tick) and those no longer seen. A
-    task index is the position of its "task" line in PREFIX.tasks (the order parse_tasks returns)."""
-    out = []
-    for line in text.splitlines():
-        w = line.split()
-        if not w or w[0].startswith("#"):
-            continue
-        try:
-            ms = int(w[0])
-        except ValueError:
-            continue
-        seen: dict[int, int] = {}
-        gone: list[int] = []
-        for item in w[1:]:
-            if item.startswith("-"):
-                if item[1:].isdigit():
-                    gone.append(int(item[1:]))
-            else:
-                idx, colon, cpu = item.partition(":")
-                if colon and idx.isdigit() and cpu.lstrip("-").isdigit():
-                    seen[int(idx)] = int(cpu)
-        out.append((ms, seen, gone))
-    return out
-
-
-def busiest(tasks: list[TaskSamples], selected: list[TaskSamples], n: int | None) -> list[int]:
-    """Indices (into tasks) of the n selected tasks found running (state R) at the most samples; ties go to the
-    one with more samples, then the earlier one. n None: every selected task."""
-    ids = {id(t) for t in selected}
-    idx = [i for i, t in enumerate(tasks) if id(t) in ids]
-    if n is None:
-        return idx
-
-    def key(i):
-        runs = tasks[i].runs
-        return (-sum(r[2] for r in runs), -sum(r[1] for r in runs), i)
-    return sorted(sorted(idx, key=key)[:n])
-
-
-def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list[int], topo: Topo,
-               settle_ms: float = COLOCATION_SETTLE_MS, tasks: list[TaskSamples] | None = None) -> dict:
-    """Co-location of a group of tasks (indices into PREFIX.tasks), tick by tick. Over the ticks at which at
-    least two of them were seen ("pair ticks"), how many found all of those seen on one node (same_node) and
-    on one LLC (same_llc). Moves: a change of a task's CPU between two of its consecutive samples that changes
-    node (cross_node) or LLC (cross_llc); the *_after_start ones happen settle_ms or more after the task's
-    first sample. same_node_after_start / pair_ticks_after_start count only ticks at which every task seen is
-    past its settle time. node_share_sum: over the pair ticks, the sum of the share of the tasks seen that sat on
-    the node holding most of them (1.0 = all on one node; 1/nodes = evenly spread), so node_share_sum /
-    pair_ticks says whether a group spreads (a parallel job) as well as whether it stays together (a pair)."""
-    node_of, llc_of = topo.node_of(), topo.llc_of()
-    want = set(indices)
-    state: dict[int, int] = {}
-    first: dict[int, int] = {}
-    prev: dict[int, int] = {}
-    out = {"tasks": len(indices), "ticks": 0, "pair_ticks": 0, "same_node": 0, "same_llc": 0,
-           "pair_ticks_after_start": 0, "same_node_after_start": 0, "same_llc_after_start": 0,
-           "cross_node": 0, "cross_llc": 0, "cross_node_after_start": 0, "cross_llc_after_start": 0,
-           "node_share_sum": 0.0, "settle_ms": settle_ms}
-    for ms, seen, gone in ticks:
-        out["ticks"] += 1
-        for i in gone:
-            state.pop(i, None)
-        state.update(seen)
-        cur = {i: state[i] for i in want if i in state}
-        settled = True
-        for i, cpu in cur.items():
-            first.setdefault(i, ms)
-            after = ms - first[i] >= settle_ms
-            settled = settled and after
-            p = prev.get(i)
-            if p is not None and p != cpu:
-                if node_of.get(p) != node_of.get(cpu):
-                    out["cross_node"] += 1
-                    out["cross_node_after_start"] += after
-                if llc_of.get(p) != llc_of.get(cpu):
-                    out["cross_llc"] += 1
-                    out["cross_llc_after_start"] += after
-            prev[i] = cpu
-        if len(cur) < 2:
-            continue
-        per_node: dict = {}
-        for c in cur.values():
-            per_node[node_of.get(c)] = per_node.get(node_of.get(c), 0) + 1
-        out["node_share_sum"] += max(per_node.values()) / len(cur)
-        one_node = len(per_node) == 1
-        one_llc = len({llc_of.get(c) for c in cur.values()}) == 1
-        out["pair_ticks"] += 1
-        out["same_node"] += one_node
-        out["same_llc"] += one_llc
-        if settled:
-            out["pair_ticks_after_start"] += 1
-            out["same_node_after_start"] += one_node
-            out["same_llc_after_start"] += one_llc
-    if tasks is not None:
-        out["which"] = [{"tid": tasks[i].tid, "comm": tasks[i].comm, "samples": sum(r[1] for r in tasks[i].runs),
-                         "running": sum(r[2] for r in tasks[i].runs)} for i in indices if i < len(tasks)]
-    return out
-
-
-def process_llc(tasks: list[TaskSamples], topo: Topo) -> list[dict]:
-    """One row per process (tgid) of the given tasks: the samples that found one of its threads running
-    (state R) on each LLC, a proxy for its runtime per LLC (cache-aware scheduling wants a process's runtime in
-    one LLC). top_llc holds the most; share = top / all. Processes never seen running are left out; rows in
-    order of first appearance."""
-    llc_of = topo.llc_of()
-    procs: dict[int, dict] = {}
-    for t in tasks:
-        p = procs.setdefault(t.tgid, {"pid": t.tgid, "comm": t.comm, "threads": 0,
-                                      "llc_running": [0] * len(topo.llcs), "first_ms": t.first_ms})
-        p["threads"] += 1
-        p["first_ms"] = min(p["first_ms"], t.first_ms)
-        for cpu, _n, running in t.runs:
-            llc = llc_of.get(cpu)
-            if llc is not None:
-                p["llc_running"][llc] += running
-    rows = []
-    for p in sorted(procs.values(), key=lambda p: (p["first_ms"], p["pid"])):
-        tot = sum(p["llc_running"])
-        if not tot:
-            continue
-        top = max(range(len(p["llc_running"])), key=lambda i: p["llc_running"][i])
-        del p["first_ms"]
-        rows.append({**p, "running": tot, "top_llc": top, "share": round(p["llc_running"][top] / tot, 4)})
-    return rows
-
-
-NUMAJOB_RE = re.compile(r"numajob id=(\d+) pid=(\d+) .*?mem_pages=(\S*) elapsed_s=([0-9.]+)")
-
-
-def residency(tasks: list[TaskSamples], topo: Topo, comm: str, output: str) -> list[dict]:
-    """One row per job (process named comm): samples per node, the node holding most of its memory (from
-    the job's own numajob report line, if any) and its run time."""
-    node_of = topo.node_of()
-    nr_nodes = len(topo.nodes)
-    jobs: dict[int, dict] = {}
-    for t in tasks:
-        if t.comm != comm:
-            continue
-        j = jobs.setdefault(t.tgid, {"pid": t.tgid, "id": None, "node_samples": [0] * nr_nodes,
-                                     "mem_node": None, "elapsed_s": None, "first_ms": t.first_ms})
-        j["first_ms"] = min(j["first_ms"], t.first_ms)
-        for cpu, n, _running in t.runs:
-            nd = node_of.get(cpu)
-            if nd is not None:
-                j["node_samples"][nd] += n
-    for m in NUMAJOB_RE.finditer(output):
-        pid = int(m.group(2))
-        if pid not in jobs:
-            continue
-        pages = {}
-        for part in m.group(3).split(","):
-            if ":" in part:
-                k, v = part.split(":", 1)
-                pages[int(k)] = int(v)
-        jobs[pid]["id"] = int(m.group(1))
-        jobs[pid]["elapsed_s"] = float(m.group(4))
-        if pages:
-            jobs[pid]["mem_node"] = max(pages, key=pages.get)
-    rows = sorted(jobs.values(), key=lambda j: (j["id"] if j["id"] is not None else 1 << 30, j["first_ms"]))
-    for r in rows:
-        del r["first_ms"]
-    return rows
-
-
-def parse_final_stats(log_text: str) -> dict | None:
-    """scx_locality's `scx_locality-final-stats: {json}` line, if its log has one."""
-    found = None
-    for m in FINAL_STATS_RE.finditer(log_text):
-        try:
-            found = json.loads(m.group(1))
-        except json.JSONDecodeError:
-            continue
-    return found
-
-
-ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def log_tail(path: str | None, lines: int = 6) -> str:
-    """The last lines of a scheduler's log, on one line, without terminal colour codes."""
-    if not path or not Path(path).exists():
-        return ""
-    text = ANSI_RE.sub("", Path(path).read_text(errors="replace")).strip().splitlines()
-    return " | ".join(line.strip() for line in text[-lines:] if line.strip())
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -903,8 +200,8 @@ def rotate(items: list, k: int) -> list:
     return items[k:] + items[:k]
 
 
-def plan_run(benches: list[Benchmark], scheds: list[run.SchedSpec],
-             run_idx: int) -> list[tuple[Benchmark, run.SchedSpec]]:
+def plan_run(benches: list[benchfile.Benchmark], scheds: list[run.SchedSpec],
+             run_idx: int) -> list[tuple[benchfile.Benchmark, run.SchedSpec]]:
     """The steps of run run_idx (0-based): each benchmark under every scheduler, the order rotated per run."""
     order = rotate(scheds, run_idx)
     return [(b, s) for b in benches for s in order]
@@ -914,8 +211,8 @@ def _rel(path: Path, out: Path) -> str:
     return str(path.relative_to(out))
 
 
-def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: run.SchedSpec, topo: Topo,
-                 out: Path, raw_dir: Path) -> dict:
+def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmark, spec: run.SchedSpec,
+                 topo: machines.Topology, out: Path, raw_dir: Path) -> dict:
     sr = result.steps[step_idx] if step_idx < len(result.steps) else run.StepResult(sched=spec.label)
     started = bool(sr.sched_started or (spec.is_eevdf and sr.cmd_exit is not None))
     step = {"step": step_idx, "bench": bench.name, "sched": spec.label, "started": started,
@@ -926,13 +223,13 @@ def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: r
         dest = raw_dir / f"sched-{step_idx}.log"
         shutil.copyfile(sr.sched_log, dest)
         step["sched_log"] = _rel(dest, out)
-        step["final_stats"] = parse_final_stats(dest.read_text(errors="replace"))
+        step["final_stats"] = samples.parse_final_stats(dest.read_text(errors="replace"))
         if sr.sched_start_error:
-            tail = log_tail(str(dest))
+            tail = samples.log_tail(str(dest))
             if tail:
                 step["start_error"] = f"{sr.sched_start_error}: {tail}"
     for j, case in enumerate(bench.cases()):
-        tag = case_tag(step_idx, j)
+        tag = guest_script.case_tag(step_idx, j)
         figures = [f for f in bench.figures if f.applies(case.label)]
         c = {"case": case.id, "label": case.label, "params": case.params, "status": "not-run", "rc": None,
              "error": None, "elapsed_s": None, "figures": {f.name: None for f in figures},
@@ -949,10 +246,10 @@ def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: r
             step["cases"].append(c)
             continue
         text = (out / c["files"]["out"]).read_text(errors="replace")
-        rcs = RESULT_RE.findall(text)
+        rcs = guest_script.RESULT_RE.findall(text)
         c["rc"] = int(rcs[-1]) if rcs else None
-        meta, tasks = parse_tasks((out / c["files"]["tasks"]).read_text(errors="replace")) \
-            if "tasks" in c["files"] else parse_tasks("")
+        meta, tasks = samples.parse_tasks((out / c["files"]["tasks"]).read_text(errors="replace")) \
+            if "tasks" in c["files"] else samples.parse_tasks("")
         if meta["elapsed_ms"] is not None:
             c["elapsed_s"] = round(meta["elapsed_ms"] / 1000.0, 3)
         c["sampler"] = {"ticks": meta["ticks"], "busy_ms": meta["busy_ms"]}
@@ -968,15 +265,16 @@ def collect_step(result: run.RunResult, step_idx: int, bench: Benchmark, spec: r
             c["error"] = ("timed out after %ds" % case.timeout_s if meta.get("timeout") else
                           f"exit status {c['rc']}") + (f": {tail}" if tail else "")
         if tasks:
-            c["locality"] = locality(select_tasks(tasks, bench.sample_comm), topo)
+            c["locality"] = samples.locality(samples.select_tasks(tasks, bench.sample_comm), topo)
             if "ticks" in c["files"]:
-                ticks = parse_ticks((out / c["files"]["ticks"]).read_text(errors="replace"))
-                idx = busiest(tasks, select_tasks(tasks, bench.sample_comm), bench.colocation_tasks)
-                c["colocation"] = colocation(ticks, idx, topo, bench.colocation_settle_ms, tasks)
+                ticks = samples.parse_ticks((out / c["files"]["ticks"]).read_text(errors="replace"))
+                idx = samples.busiest(tasks, samples.select_tasks(tasks, bench.sample_comm),
+                                      bench.colocation_tasks)
+                c["colocation"] = samples.colocation(ticks, idx, topo, bench.colocation_settle_ms, tasks)
             if bench.residency_comm:
-                c["residency"] = residency(tasks, topo, bench.residency_comm, text)
+                c["residency"] = samples.residency(tasks, topo, bench.residency_comm, text)
             if bench.process_llc:
-                c["process_llc"] = process_llc(select_tasks(tasks, bench.sample_comm), topo)
+                c["process_llc"] = samples.process_llc(samples.select_tasks(tasks, bench.sample_comm), topo)
         step["cases"].append(c)
     return step
 
@@ -987,13 +285,13 @@ def write_results(out: Path, results: dict) -> None:
     tmp.rename(out / "results.json")
 
 
-def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Benchmark], runs: int, out: Path,
-              build: bool = True, command_line: str = "", stdout=sys.stdout) -> dict:
+def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], runs: int,
+              out: Path, build: bool = True, command_line: str = "", stdout=sys.stdout) -> dict:
     def log(msg):
         print(msg, file=stdout, flush=True)
 
     out.mkdir(parents=True, exist_ok=True)
-    topo = Topo.of(m)
+    topo = m.topology()
     build_workloads(log)
     failed = prepare_schedulers(specs, build, log)
     runnable = [s for s in specs if s.label not in failed]
@@ -1004,8 +302,9 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
         "scheds": [{"label": s.label, "name": s.name, "args": s.args,
                     "prepare_error": failed.get(s.label)} for s in specs],
         "benchmarks": {b.name: b.to_json() for b in benches},
-        "sampler": {"sample_ms": SAMPLE_MS, "sched_ms": SCHED_MS, "cpustat_ms": CPUSTAT_MS,
-                    "budget_pct": SAMPLER_BUDGET_PCT, "settle_ms": COLOCATION_SETTLE_MS},
+        "sampler": {"sample_ms": guest_script.SAMPLE_MS, "sched_ms": guest_script.SCHED_MS,
+                    "cpustat_ms": guest_script.CPUSTAT_MS, "budget_pct": guest_script.SAMPLER_BUDGET_PCT,
+                    "settle_ms": benchfile.COLOCATION_SETTLE_MS},
         "runs": [],
     }
     for label, reason in failed.items():
@@ -1020,7 +319,8 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[Ben
     nr_cases = {b.name: len(b.cases()) for b in benches}
     for r in range(runs):
         steps_plan = plan_run(benches, runnable, r)
-        steps = [run.Step(s, step_command(b.cases(), i, f"run={r + 1} bench={b.name} sched={s.label}"))
+        steps = [run.Step(s, guest_script.step_command(b.cases(), i,
+                                                       f"run={r + 1} bench={b.name} sched={s.label}"))
                  for i, (b, s) in enumerate(steps_plan)]
         state = {"booted": False}
 
@@ -1112,32 +412,32 @@ def main(args) -> int:
     from . import report
 
     if args.list:
-        for name in known_benchmarks():
-            b = load_benchmark(name)
+        for name in benchfile.known_benchmarks():
+            b = benchfile.load_benchmark(name)
             sweep = " ".join(f"{k}={'/'.join(map(str, v))}" for k, v in b.sweep.items())
             print(f"{name:16s} {len(b.cases()):3d} cases  {sweep:40s} {b.description}")
         return 0
     if args.report_only:
         out = Path(args.report_only)
         if not (out / "results.json").exists():
-            raise BenchError(f"{out}/results.json does not exist")
+            raise benchfile.BenchError(f"{out}/results.json does not exist")
         path = report.write_report(out)
         print(report.summary_text(out))
         print(f"bench: report: {path}")
         return exit_code(json.loads((out / "results.json").read_text()))
     if not args.bench:
-        raise BenchError("no benchmark given (--bench NAME[,NAME...]); `bin/lab bench --list` lists them")
+        raise benchfile.BenchError("no benchmark given (--bench NAME[,NAME...]); `bin/lab bench --list` lists them")
     if not 1 <= args.runs <= 100:
-        raise BenchError(f"--runs {args.runs} is out of range 1..100")
+        raise benchfile.BenchError(f"--runs {args.runs} is out of range 1..100")
     m = machines.load(args.machine)
     specs = parse_sched_list(args.sched, args.ablate)
-    benches = [load_benchmark(s) for s in args.bench.split(",") if s.strip()]
+    benches = [benchfile.load_benchmark(s) for s in args.bench.split(",") if s.strip()]
     names = [b.name for b in benches]
     if len(set(names)) != len(names):
-        raise BenchError("a benchmark is given twice; give its sweep values in one spec instead")
+        raise benchfile.BenchError("a benchmark is given twice; give its sweep values in one spec instead")
     out = Path(args.out) if args.out else default_out(m.name)
     if (out / "results.json").exists() and not args.force:
-        raise BenchError(f"{out} already holds results.json; use another --out or --force to overwrite")
+        raise benchfile.BenchError(f"{out} already holds results.json; use another --out or --force to overwrite")
     if out.exists() and args.force:
         for sub in ("raw",):
             shutil.rmtree(out / sub, ignore_errors=True)

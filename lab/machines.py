@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """Modeled machines: one TOML file each under lab/machines/.
 
-A machine file says what real machine it scales down and which seed measured on it, and gives the topology
-the guest must show: sockets, cores, SMT threads, NUMA nodes (as cpulists), SLIT distances and LLCs.
-From it we derive the QEMU command line and the topology the guest must report at boot.
+A machine file says what real machine it scales down (models) and which published work it comes from
+(origin), and gives the topology the guest must show: sockets, cores, SMT threads, NUMA nodes (as cpulists),
+SLIT distances and LLCs. From it we derive the QEMU command line and the topology the guest must report at boot.
 
 QEMU gives every socket exactly one L3 (shared/LAB-NOTES.md), so a machine whose LLCs are not its sockets
 must say why in `llc_override_why`; the lab then hands the scheduler an override file with the real LLCs.
@@ -61,11 +61,40 @@ def format_cpulist(cpus: list[int]) -> str:
 
 @dataclass(frozen=True)
 class Topology:
-    """What a guest shows (or must show): groups are tuples of CPU tuples, sorted, so == compares sets."""
+    """CPUs by node, LLC and core (SMT siblings), and the nodes' distances; groups are tuples of CPU tuples.
+    Machine.topology() is what the machine models (its LLCs, those the scheduler is told); guest_topology() is
+    what its guest must show, with the groups sorted so that == compares sets."""
     nodes: tuple[tuple[int, ...], ...]
     llcs: tuple[tuple[int, ...], ...]
     smt: tuple[tuple[int, ...], ...]
     distances: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Topology":
+        """The inverse of to_json (results.json's "topology", which has no distances)."""
+        return cls(nodes=_tuples(d["nodes"]), llcs=_tuples(d["llcs"]), smt=_tuples(d["cores"]), distances=())
+
+    def to_json(self) -> dict:
+        return {"nodes": [list(n) for n in self.nodes], "llcs": [list(g) for g in self.llcs],
+                "cores": [list(g) for g in self.smt]}
+
+    @staticmethod
+    def _index(groups) -> dict[int, int]:
+        return {cpu: i for i, g in enumerate(groups) for cpu in g}
+
+    def node_of(self) -> dict[int, int]:
+        return self._index(self.nodes)
+
+    def llc_of(self) -> dict[int, int]:
+        return self._index(self.llcs)
+
+    def core_of(self) -> dict[int, int]:
+        return self._index(self.smt)
+
+    def cpu_order(self) -> list[int]:
+        """CPUs sorted by node, LLC, core: the rows of the utilisation heatmap."""
+        node, llc, core = self.node_of(), self.llc_of(), self.core_of()
+        return sorted(node, key=lambda c: (node[c], llc.get(c, -1), core.get(c, -1), c))
 
     def describe(self) -> dict:
         return {
@@ -80,6 +109,10 @@ class Topology:
         return [f for f in ("nodes", "llcs", "smt", "distances") if getattr(self, f) != getattr(other, f)]
 
 
+def _tuples(groups) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(g) for g in groups)
+
+
 def _groups(groups) -> tuple[tuple[int, ...], ...]:
     return tuple(sorted(tuple(sorted(g)) for g in groups))
 
@@ -89,7 +122,7 @@ class Machine:
     name: str
     path: Path
     models: str
-    seed: str
+    origin: str
     sockets: int
     cores_per_socket: int
     threads_per_core: int
@@ -117,13 +150,18 @@ class Machine:
     def needs_llc_override(self) -> bool:
         return _groups(self.llcs) != _groups(self.socket_cpus())
 
+    def topology(self) -> Topology:
+        """CPU -> node, LLC and core of the modeled machine (the LLCs the scheduler is told, not QEMU's)."""
+        return Topology(nodes=_tuples(self.nodes), llcs=_tuples(self.llcs), smt=_tuples(self.smt_groups()),
+                        distances=_tuples(self.distances))
+
     def guest_topology(self) -> Topology:
         """What the booted guest must report: QEMU's L3 is per socket, whatever the model says."""
         return Topology(
-            nodes=tuple(tuple(n) for n in self.nodes),  # node order matters: node i holds nodes[i]
+            nodes=_tuples(self.nodes),  # node order matters: node i holds nodes[i]
             llcs=_groups(self.socket_cpus()),
             smt=_groups(self.smt_groups()),
-            distances=tuple(tuple(r) for r in self.distances),
+            distances=_tuples(self.distances),
         )
 
     def llc_override(self) -> dict | None:
@@ -158,7 +196,7 @@ class Machine:
 
 
 _REQUIRED = {
-    "name": str, "models": str, "seed": str, "sockets": int, "cores_per_socket": int,
+    "name": str, "models": str, "origin": str, "sockets": int, "cores_per_socket": int,
     "threads_per_core": int, "memory_mb_per_node": int, "nodes": list, "distances": list, "llcs": list,
 }
 _OPTIONAL = {"llc_override_why": str, "boot_timeout_s": int}
@@ -267,7 +305,7 @@ def load_file(path: Path) -> Machine:
                 _fail(path, "distances", f"[{i}][{j}] = {d} must be in 11..255")
             if dist[j][i] != d:
                 _fail(path, "distances", f"not symmetric at [{i}][{j}]; QEMU sets both directions at once")
-    m = Machine(name=data["name"], path=path, models=data["models"], seed=data["seed"],
+    m = Machine(name=data["name"], path=path, models=data["models"], origin=data["origin"],
                 sockets=data["sockets"], cores_per_socket=data["cores_per_socket"], threads_per_core=t,
                 memory_mb_per_node=data["memory_mb_per_node"], nodes=nodes, distances=dist, llcs=llcs,
                 llc_override_why=data.get("llc_override_why"), boot_timeout_s=data.get("boot_timeout_s", 240))

@@ -11,27 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .bench import Topo  # noqa: E402
-
-
-def parse_cpustat(text: str) -> dict[int, list[tuple[int, int, int]]]:
-    """locsample's PREFIX.cpu -> {cpu: [(ms, busy_ticks, total_ticks), ...]} (idle and iowait are not busy)."""
-    out: dict[int, list[tuple[int, int, int]]] = {}
-    for line in text.splitlines():
-        w = line.split()
-        if len(w) < 6 or not w[1].startswith("cpu") or not w[1][3:].isdigit():
-            continue
-        try:
-            ms = int(w[0])
-            vals = [int(x) for x in w[2:10]]
-        except ValueError:
-            continue
-        vals += [0] * (8 - len(vals))
-        # user nice system idle iowait irq softirq steal (guest time is already in user)
-        total = sum(vals)
-        idle = vals[3] + vals[4]
-        out.setdefault(int(w[1][3:]), []).append((ms, total - idle, total))
-    return out
+from .machines import Topology  # noqa: E402
+from .samples import parse_cpustat  # noqa: E402
 
 
 def utilisation(samples: dict[int, list[tuple[int, int, int]]], cpus: list[int]) -> np.ndarray:
@@ -61,7 +42,7 @@ def _cpu_label(cpu: int, node: dict, llc: dict) -> str:
 
 
 def cpu_heatmap(results: dict, out: Path, bench: str) -> Path | None:
-    topo = Topo.from_json(results["topology"])
+    topo = Topology.from_json(results["topology"])
     cpus = topo.cpu_order()
     node, llc = topo.node_of(), topo.llc_of()
     scheds = [s["label"] for s in results["scheds"]]
@@ -128,7 +109,7 @@ def cpu_heatmap(results: dict, out: Path, bench: str) -> Path | None:
 
 def residency_heatmap(results: dict, out: Path, bench: str) -> Path | None:
     """One panel per (scheduler, case): share of each job's samples per node; '*' marks its memory's node."""
-    topo = Topo.from_json(results["topology"])
+    topo = Topology.from_json(results["topology"])
     nr_nodes = len(topo.nodes)
     panels = []
     for s in [x["label"] for x in results["scheds"]]:

@@ -290,7 +290,7 @@ def colocation_table(rows: list[dict]) -> str:
 
 
 def process_llc_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
-    """Per case and scheduler: where each process of the benchmark ran, by LLC (bench.process_llc), over runs.
+    """Per case and scheduler: where each process of the benchmark ran, by LLC (samples.process_llc), over runs.
     share: running samples in each process's top LLC over all its running samples, pooled over processes and
     runs; lowest: the smallest one process had in one run; fit: processes with share >= CACHE_SHARE_GOAL;
     distinct: per run, how many different top LLCs the processes had (for concurrent instances)."""

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from lab import bench, machines, paths, run
+from lab import bench, benchfile, guest_script, machines, paths, run, samples
 
 LAB = str(paths.REPO / "bin" / "lab")
 
@@ -39,12 +39,12 @@ mean = "amean"
 
 
 def test_every_shipped_benchmark_loads():
-    names = bench.known_benchmarks()
+    names = benchfile.known_benchmarks()
     for must in ("hackbench", "netperf-stream", "netperf-rr", "wakelat", "memkern", "jbb2", "numa-residency"):
         assert must in names
     assert "ablation" not in names
     for n in names:
-        b = bench.load_benchmark(n)
+        b = benchfile.load_benchmark(n)
         assert b.cases() and b.figures
         for c in b.cases():
             assert "{" not in c.command.replace("${", "")  # every placeholder filled
@@ -52,7 +52,7 @@ def test_every_shipped_benchmark_loads():
 
 
 def test_sweep_choices_and_estimates(tmp_path):
-    b = bench.load_benchmark("tb", write_bench(tmp_path, TB))
+    b = benchfile.load_benchmark("tb", write_bench(tmp_path, TB))
     cases = b.cases()
     assert [c.label for c in cases] == ["a-1", "a-3", "b-1", "b-3"]
     assert cases[0].id == "tb-a-1"
@@ -63,19 +63,19 @@ def test_sweep_choices_and_estimates(tmp_path):
 
 def test_overrides(tmp_path):
     p = write_bench(tmp_path, TB)
-    b = bench.load_benchmark("tb:mode=b:n=5/6:x=9", p)
+    b = benchfile.load_benchmark("tb:mode=b:n=5/6:x=9", p)
     assert [c.command for c in b.cases()] == ["prog  -n 5 -x 9", "prog  -n 6 -x 9"]
     assert b.spec == "tb:mode=b:n=5/6:x=9"
-    b = bench.load_benchmark("tb:x=1/2", p)  # several values turn a parameter into a sweep axis
+    b = benchfile.load_benchmark("tb:x=1/2", p)  # several values turn a parameter into a sweep axis
     assert len(b.cases()) == 8
-    with pytest.raises(bench.BenchError, match="no parameter or sweep axis 'y'"):
-        bench.load_benchmark("tb:y=1", p)
-    with pytest.raises(bench.BenchError, match="not one of"):
-        bench.load_benchmark("tb:mode=c", p)
-    with pytest.raises(bench.BenchError, match="KEY=VALUE"):
-        bench.load_benchmark("tb:mode", p)
-    with pytest.raises(bench.BenchError, match="unknown benchmark 'nonesuch'"):
-        bench.load_benchmark("nonesuch")
+    with pytest.raises(benchfile.BenchError, match="no parameter or sweep axis 'y'"):
+        benchfile.load_benchmark("tb:y=1", p)
+    with pytest.raises(benchfile.BenchError, match="not one of"):
+        benchfile.load_benchmark("tb:mode=c", p)
+    with pytest.raises(benchfile.BenchError, match="KEY=VALUE"):
+        benchfile.load_benchmark("tb:mode", p)
+    with pytest.raises(benchfile.BenchError, match="unknown benchmark 'nonesuch'"):
+        benchfile.load_benchmark("nonesuch")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -88,13 +88,13 @@ def test_overrides(tmp_path):
 ])
 def test_malformed_benchmark_names_the_field(tmp_path, change, message):
     p = write_bench(tmp_path, TB.replace(*change))
-    with pytest.raises(bench.BenchError, match=message.replace("{", r"\{").replace("}", r"\}")):
-        bench.load_benchmark("tb", p)
+    with pytest.raises(benchfile.BenchError, match=message.replace("{", r"\{").replace("}", r"\}")):
+        benchfile.load_benchmark("tb", p)
 
 
 def test_figure_parse_aggregates():
     text = "jbb_ops_per_s: 100.0\nother\njbb_ops_per_s: 300\n"
-    mk = lambda agg: bench.Figure("f", r"jbb_ops_per_s:\s*([0-9.]+)", "", True, "hmean", agg)  # noqa: E731
+    mk = lambda agg: benchfile.Figure("f", r"jbb_ops_per_s:\s*([0-9.]+)", "", True, "hmean", agg)  # noqa: E731
     assert mk("first").parse(text) == 100.0
     assert mk("last").parse(text) == 300.0
     assert mk("sum").parse(text) == 400.0
@@ -104,11 +104,11 @@ def test_figure_parse_aggregates():
 
 
 def test_netperf_and_hackbench_regexes_match_real_output():
-    hb = bench.load_benchmark("hackbench").figures[0]
+    hb = benchfile.load_benchmark("hackbench").figures[0]
     assert hb.parse("Running in process mode with 4 groups\nTime: 15.366\n") == 15.366
-    st = bench.load_benchmark("netperf-stream").figures[0]
+    st = benchfile.load_benchmark("netperf-stream").figures[0]
     assert st.parse("153.39,10^6bits/s\n") == 153.39
-    rr = bench.load_benchmark("netperf-rr").figures[0]
+    rr = benchfile.load_benchmark("netperf-rr").figures[0]
     assert rr.parse("54879.14,Trans/s\n") == 54879.14
     assert rr.parse("153.39,10^6bits/s\n") is None
 
@@ -117,21 +117,21 @@ def test_sched_list_and_ablation():
     specs = bench.parse_sched_list("eevdf,scx_locality:--slice-us 3000", ablate=True)
     labels = [s.label for s in specs]
     assert labels[:2] == ["eevdf", "scx_locality:--slice-us 3000"]
-    mechs = bench.ablation_mechanisms()
+    mechs = benchfile.ablation_mechanisms()
     assert {m["off"] for m in mechs} >= {"--no-steal", "--no-idle-core"}
     for m in mechs:
         assert f"scx_locality:--slice-us 3000 {m['off']}" in labels
     assert len(labels) == 2 + len(mechs)
     assert [s.label for s in bench.parse_sched_list("eevdf", ablate=True)][1] == "scx_locality"
-    with pytest.raises(bench.BenchError, match="twice"):
+    with pytest.raises(benchfile.BenchError, match="twice"):
         bench.parse_sched_list("eevdf,eevdf", ablate=False)
     with pytest.raises(run.UsageError):
         bench.parse_sched_list("eevdf,scx_nonesuch", ablate=False)
 
 
 def test_plan_rotates_scheduler_order_per_run(tmp_path):
-    b1 = bench.load_benchmark("tb", write_bench(tmp_path, TB))
-    b2 = bench.load_benchmark("wakelat")
+    b1 = benchfile.load_benchmark("tb", write_bench(tmp_path, TB))
+    b2 = benchfile.load_benchmark("wakelat")
     s = [run.parse_sched(x) for x in ("eevdf", "scx_locality", "scx_rusty")]
     p0 = [(b.name, x.label) for b, x in bench.plan_run([b1, b2], s, 0)]
     p1 = [(b.name, x.label) for b, x in bench.plan_run([b1, b2], s, 1)]
@@ -142,8 +142,8 @@ def test_plan_rotates_scheduler_order_per_run(tmp_path):
 
 
 def test_step_command_runs_every_case_under_the_sampler(tmp_path):
-    b = bench.load_benchmark("tb", write_bench(tmp_path, TB))
-    cmd = bench.step_command(b.cases(), 2, "run=1 bench=tb sched=eevdf")
+    b = benchfile.load_benchmark("tb", write_bench(tmp_path, TB))
+    cmd = guest_script.step_command(b.cases(), 2, "run=1 bench=tb sched=eevdf")
     assert cmd.startswith(". /lab/lib.sh")
     assert cmd.count("locsample ") == 4
     assert "-t 30 -o /tmp/lb/s2c0 -- /bin/sh -c 'prog --alpha -n 1 -x 7'" in cmd
@@ -164,25 +164,25 @@ task 101 102 hackbench 100 2400 -1 2:24:20
 task 103 103 numajob 0 2400 2 5:20:20,1:5:5
 """
 
-TOPO = bench.Topo(nodes=[[0, 1, 2, 3], [4, 5, 6, 7]], llcs=[[0, 1], [2, 3], [4, 5], [6, 7]],
-                  cores=[[c] for c in range(8)])
+TOPO = machines.Topology(nodes=((0, 1, 2, 3), (4, 5, 6, 7)), llcs=((0, 1), (2, 3), (4, 5), (6, 7)),
+                         smt=tuple((c,) for c in range(8)), distances=((10, 32), (32, 10)))
 
 
 def test_parse_tasks():
-    meta, tasks = bench.parse_tasks(TASKS)
+    meta, tasks = samples.parse_tasks(TASKS)
     assert meta == {"elapsed_ms": 2500, "rc": 0, "timeout": False, "ticks": 25, "busy_ms": 40}
     assert len(tasks) == 4
     t = tasks[1]
     assert (t.tgid, t.tid, t.comm, t.nr_migrations) == (101, 101, "hackbench", 5)
     assert t.runs == [(0, 10, 10), (1, 5, 5), (4, 5, 5), (0, 5, 5)]
     assert tasks[2].nr_migrations is None
-    meta, _ = bench.parse_tasks("end 10 124 timeout\n")
+    meta, _ = samples.parse_tasks("end 10 124 timeout\n")
     assert meta["timeout"] and meta["rc"] == 124
 
 
 def test_locality_counts_moves_by_level():
-    _, tasks = bench.parse_tasks(TASKS)
-    loc = bench.locality(bench.select_tasks(tasks), TOPO)
+    _, tasks = samples.parse_tasks(TASKS)
+    loc = samples.locality(samples.select_tasks(tasks), TOPO)
     # sh is the harness's; task 101: 0->1 (same LLC), 1->4 (LLC and node), 4->0 (LLC and node);
     # task 102: no move; task 103: 5->1 (LLC and node).
     assert loc["tasks"] == 3
@@ -192,46 +192,46 @@ def test_locality_counts_moves_by_level():
     # homes: 101 node 0 (20 of 25), LLC 0 (20); 102 all 24; 103 node 1 (20), LLC 2 (20)
     assert loc["home_node_samples"] == 20 + 24 + 20
     assert loc["home_llc_samples"] == 20 + 24 + 20
-    only = bench.locality(bench.select_tasks(tasks, ["numajob"]), TOPO)
+    only = samples.locality(samples.select_tasks(tasks, ["numajob"]), TOPO)
     assert only["tasks"] == 1 and only["cross_node"] == 1
 
 
 def test_residency_rows_with_memory_node():
-    _, tasks = bench.parse_tasks(TASKS + "task 104 104 numajob 0 2400 0 1:25:25\n")
+    _, tasks = samples.parse_tasks(TASKS + "task 104 104 numajob 0 2400 0 1:25:25\n")
     out = ("numajob id=1 pid=104 sum=3 mem_pages=0:16384 elapsed_s=2.000\n"
            "numajob id=0 pid=103 sum=1 mem_pages=0:100,1:16284 elapsed_s=3.500\n")
-    rows = bench.residency(tasks, TOPO, "numajob", out)
+    rows = samples.residency(tasks, TOPO, "numajob", out)
     assert [r["id"] for r in rows] == [0, 1]
     assert rows[0]["node_samples"] == [5, 20] and rows[0]["mem_node"] == 1 and rows[0]["elapsed_s"] == 3.5
     assert rows[1]["node_samples"] == [25, 0] and rows[1]["mem_node"] == 0
 
 
 def test_process_llc_counts_running_samples_per_llc():
-    _, tasks = bench.parse_tasks(TASKS + "task 105 105 hackbench 0 2400 0 6:10:0\n")
-    rows = bench.process_llc(bench.select_tasks(tasks, ["hackbench"]), TOPO)
+    _, tasks = samples.parse_tasks(TASKS + "task 105 105 hackbench 0 2400 0 6:10:0\n")
+    rows = samples.process_llc(samples.select_tasks(tasks, ["hackbench"]), TOPO)
     # process 101: thread 101 ran 20 on LLC 0 (cpus 0, 1) and 5 on LLC 2 (cpu 4); thread 102 20 on LLC 1
     # (a tie: the lower LLC is the top); process 105 was never seen running: left out
     assert len(rows) == 1
     r = rows[0]
     assert (r["pid"], r["threads"], r["llc_running"], r["running"]) == (101, 2, [20, 20, 5, 0], 45)
     assert (r["top_llc"], r["share"]) == (0, 0.4444)
-    assert bench.process_llc([], TOPO) == []
+    assert samples.process_llc([], TOPO) == []
 
 
 def test_cache_benchmarks_sweep_pairs_and_instances():
-    b = bench.load_benchmark("cache-hackbench")
+    b = benchfile.load_benchmark("cache-hackbench")
     assert b.process_llc and b.sample_comm == ["hackbench"]
     cmds = {c.label: c.command for c in b.cases()}
     assert cmds["socket-8"] == "hackbench  -T -g 1 -f 8 -l $(( 1000000 / (8 * 8) ))"
     assert cmds["pipe-1"].startswith("hackbench --pipe -T -g 1 -f 1 ")
-    i = bench.load_benchmark("cache-instances:instances=2")
+    i = benchfile.load_benchmark("cache-instances:instances=2")
     assert i.process_llc and [c.label for c in i.cases()] == ["pipe", "socket"]
     assert "-lt 2 ]" in i.cases()[0].command
     assert i.to_json()["process_llc"] is True
 
 
 def test_topology_order_of_a_machine():
-    t = bench.Topo.of(machines.load("haswell2s"))
+    t = machines.load("haswell2s").topology()
     order = t.cpu_order()
     node = t.node_of()
     assert sorted(order) == list(range(16))
@@ -240,9 +240,9 @@ def test_topology_order_of_a_machine():
 
 def test_final_stats_line():
     log = ("starting\nscx_locality-final-stats: {\"migr_cross_llc\": 4, \"idle_while_queued_llc_ms\": 1.5}\n")
-    assert bench.parse_final_stats(log) == {"migr_cross_llc": 4, "idle_while_queued_llc_ms": 1.5}
-    assert bench.parse_final_stats("no stats here\n") is None
-    assert bench.parse_final_stats("scx_locality-final-stats: {broken\n") is None
+    assert samples.parse_final_stats(log) == {"migr_cross_llc": 4, "idle_while_queued_llc_ms": 1.5}
+    assert samples.parse_final_stats("no stats here\n") is None
+    assert samples.parse_final_stats("scx_locality-final-stats: {broken\n") is None
 
 
 def fake_result(tmp_path, files, steps):
@@ -257,7 +257,7 @@ def fake_result(tmp_path, files, steps):
 
 
 def test_collect_step_parses_figures_locality_and_failures(tmp_path):
-    b = bench.load_benchmark("tb:mode=a", write_bench(tmp_path, TB))
+    b = benchfile.load_benchmark("tb:mode=a", write_bench(tmp_path, TB))
     out = tmp_path / "out"
     raw = out / "raw" / "run1"
     raw.mkdir(parents=True)
@@ -276,7 +276,7 @@ def test_collect_step_parses_figures_locality_and_failures(tmp_path):
 
 
 def test_collect_step_of_a_scheduler_that_did_not_start(tmp_path):
-    b = bench.load_benchmark("tb:mode=a:n=1", write_bench(tmp_path, TB))
+    b = benchfile.load_benchmark("tb:mode=a:n=1", write_bench(tmp_path, TB))
     out = tmp_path / "out"
     raw = out / "raw" / "run1"
     raw.mkdir(parents=True)
@@ -432,7 +432,7 @@ PAIR_TICKS = """# locsample-ticks 1 interval_ms=100
 
 
 def test_parse_ticks():
-    ticks = bench.parse_ticks(PAIR_TICKS + "garbage line\n")
+    ticks = samples.parse_ticks(PAIR_TICKS + "garbage line\n")
     assert len(ticks) == 8
     assert ticks[0] == (0, {0: 0, 1: 0, 2: 1, 3: 1}, [])
     assert ticks[1] == (100, {}, [])
@@ -441,18 +441,18 @@ def test_parse_ticks():
 
 
 def test_busiest_tasks_pick_the_pair():
-    _, tasks = bench.parse_tasks(PAIR_TASKS)
-    sel = bench.select_tasks(tasks, ["hackbench"])
+    _, tasks = samples.parse_tasks(PAIR_TASKS)
+    sel = samples.select_tasks(tasks, ["hackbench"])
     assert len(sel) == 3
     # running samples: main thread 1, sender 8, receiver 6
-    assert bench.busiest(tasks, sel, 2) == [2, 3]
-    assert bench.busiest(tasks, sel, None) == [1, 2, 3]
-    assert bench.busiest(tasks, bench.select_tasks(tasks), 1) == [2]
+    assert samples.busiest(tasks, sel, 2) == [2, 3]
+    assert samples.busiest(tasks, sel, None) == [1, 2, 3]
+    assert samples.busiest(tasks, samples.select_tasks(tasks), 1) == [2]
 
 
 def test_colocation_of_a_pair_tick_by_tick():
-    _, tasks = bench.parse_tasks(PAIR_TASKS)
-    co = bench.colocation(bench.parse_ticks(PAIR_TICKS), [2, 3], TOPO, settle_ms=1000, tasks=tasks)
+    _, tasks = samples.parse_tasks(PAIR_TASKS)
+    co = samples.colocation(samples.parse_ticks(PAIR_TICKS), [2, 3], TOPO, settle_ms=1000, tasks=tasks)
     # pair ticks 0..6 (7); on one node at ticks 0, 1, 3, 4 (4); on one LLC at the same four
     assert (co["ticks"], co["pair_ticks"], co["same_node"], co["same_llc"]) == (8, 7, 4, 4)
     # sender 1->4 at 500 ms (node, LLC), 4->2 at 1100 ms (node, LLC, after start: 1100 - 0 >= 1000);
@@ -466,15 +466,15 @@ def test_colocation_of_a_pair_tick_by_tick():
     # With the idle main thread (always on CPU 0, node 0) as a third task: every tick has 2+ tasks (at 1400 ms
     # the main thread and the sender); all on one node at ticks 0, 1 (CPUs 0, 1, 1) and 7 (CPUs 0, 2) only,
     # since whenever the pair is together on node 1 (ticks 3, 4) the main thread is on node 0
-    three = bench.colocation(bench.parse_ticks(PAIR_TICKS), [1, 2, 3], TOPO, settle_ms=0)
+    three = samples.colocation(samples.parse_ticks(PAIR_TICKS), [1, 2, 3], TOPO, settle_ms=0)
     assert (three["pair_ticks"], three["same_node"]) == (8, 3)
     # ...and no settle time counts every move as after start
     assert three["cross_node_after_start"] == three["cross_node"] == 3
 
 
 def test_colocation_counts_a_tick_with_three_on_one_node():
-    ticks = bench.parse_ticks("0 0:0 1:1 2:2\n100 2:4\n200 2:3\n")
-    co = bench.colocation(ticks, [0, 1, 2], TOPO, settle_ms=150)
+    ticks = samples.parse_ticks("0 0:0 1:1 2:2\n100 2:4\n200 2:3\n")
+    co = samples.colocation(ticks, [0, 1, 2], TOPO, settle_ms=150)
     assert (co["pair_ticks"], co["same_node"], co["same_llc"]) == (3, 2, 0)  # LLCs {0, 1}, then node split
     assert (co["cross_node"], co["cross_node_after_start"]) == (2, 1)  # 2->4 at 100 ms, 4->3 at 200 ms
     # busiest node's share per tick: 3/3, 2/3 (task 2 alone on node 1), 3/3
@@ -482,7 +482,7 @@ def test_colocation_counts_a_tick_with_three_on_one_node():
 
 
 def test_numa_pair_benchmark_cases_and_figures():
-    b = bench.load_benchmark("numa-pair")
+    b = benchfile.load_benchmark("numa-pair")
     cases = {c.label: c for c in b.cases()}
     assert set(cases) == {"hackbench-pair", "hackbench-pair-after-stress", "netperf-stream"}
     assert cases["hackbench-pair"].command.startswith("hackbench -p -T -g 1 -f 1 -l ")
@@ -493,26 +493,27 @@ def test_numa_pair_benchmark_cases_and_figures():
     assert all(c.ticks for c in cases.values()) and b.colocation_tasks == 2
     assert {f.name: f.cases for f in b.figures} == {"hackbench-time": ["hackbench-pair", "hackbench-pair-after-stress"],
                                                     "netperf-throughput": ["netperf-stream"]}
-    small = bench.load_benchmark("numa-pair:loops=1000:pair=hackbench-pair")
+    small = benchfile.load_benchmark("numa-pair:loops=1000:pair=hackbench-pair")
     assert [c.command for c in small.cases()] == ["hackbench -p -T -g 1 -f 1 -l 1000"]
-    assert not any(c.ticks for c in bench.load_benchmark("hackbench").cases())
+    assert not any(c.ticks for c in benchfile.load_benchmark("hackbench").cases())
 
 
 def test_malformed_colocation_fields(tmp_path):
-    with pytest.raises(bench.BenchError, match="colocation_tasks"):
-        bench.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 1\n" + TB))
-    with pytest.raises(bench.BenchError, match=r"choices.mode.a.*\{nope\}"):
-        bench.load_benchmark("tb", write_bench(tmp_path, TB.replace('"--alpha"', '"--alpha {nope}"')))
-    with pytest.raises(bench.BenchError, match="no case 'zz'"):
-        bench.load_benchmark("tb", write_bench(tmp_path, TB.replace('mean = "amean"', 'mean = "amean"\ncases = ["zz"]')))
+    with pytest.raises(benchfile.BenchError, match="colocation_tasks"):
+        benchfile.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 1\n" + TB))
+    with pytest.raises(benchfile.BenchError, match=r"choices.mode.a.*\{nope\}"):
+        benchfile.load_benchmark("tb", write_bench(tmp_path, TB.replace('"--alpha"', '"--alpha {nope}"')))
+    zz = TB.replace('mean = "amean"', 'mean = "amean"\ncases = ["zz"]')
+    with pytest.raises(benchfile.BenchError, match="no case 'zz'"):
+        benchfile.load_benchmark("tb", write_bench(tmp_path, zz))
 
 
 def test_step_command_asks_for_ticks_only_with_colocation(tmp_path):
-    b = bench.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 2\n" + TB))
-    cmd = bench.step_command(b.cases(), 0, "run=1 bench=tb sched=eevdf")
+    b = benchfile.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 2\n" + TB))
+    cmd = guest_script.step_command(b.cases(), 0, "run=1 bench=tb sched=eevdf")
     assert cmd.count(" -k -o ") == 4
     assert "lab_put_file s0c1.ticks /tmp/lb/s0c1.ticks" in cmd and "/tmp/lb/s0c1.ticks\n" in cmd
-    plain = bench.step_command(bench.load_benchmark("tb", write_bench(tmp_path, TB)).cases(), 0, "x")
+    plain = guest_script.step_command(benchfile.load_benchmark("tb", write_bench(tmp_path, TB)).cases(), 0, "x")
     assert " -k " not in plain and ".ticks" not in plain
 
 
@@ -526,7 +527,7 @@ mean = "hmean"
 cases = ["b-1"]
 """
     text = "colocation_tasks = 2\nsample_comm = [\"hackbench\"]\n" + text.replace("n = [1, 3]", "n = [1]")
-    b = bench.load_benchmark("tb", write_bench(tmp_path, text))
+    b = benchfile.load_benchmark("tb", write_bench(tmp_path, text))
     out = tmp_path / "out"
     raw = out / "raw" / "run1"
     raw.mkdir(parents=True)

@@ -14,7 +14,7 @@ def write(tmp_path, name, body):
 GOOD = """
 name = "{name}"
 models = "m"
-seed = "s"
+origin = "s"
 sockets = 2
 cores_per_socket = 2
 threads_per_core = 2
@@ -37,7 +37,7 @@ def test_cpulist_roundtrip():
 def test_shipped_machines_load(name):
     m = machines.load(name)
     assert m.nr_cpus == sum(len(n) for n in m.nodes)
-    assert m.models and m.seed
+    assert m.models and m.origin
     assert m.name in m.summary()
 
 
@@ -82,7 +82,7 @@ def test_good_file_loads(tmp_path):
     ("sockets = 2", "sockets = 0", "sockets"),
     ("sockets = 2", 'sockets = "2"', "sockets"),
     ('models = "m"', "", "models"),                                          # missing
-    ('seed = "s"', 'seed = "s"\ncolour = "blue"', "colour"),                 # unknown field
+    ('origin = "s"', 'origin = "s"\ncolour = "blue"', "colour"),                 # unknown field
     ('name = "{name}"', 'name = "other"', "name"),                           # name != file name
     ('llcs = ["0-3", "4-7"]', 'llcs = ["0-1", "2-3", "4-5", "6-7"]', "llc_override_why"),
 ])

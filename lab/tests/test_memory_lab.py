@@ -110,7 +110,7 @@ def test_budget_holds_numa2():
 
 
 def test_two_instances_settle_numa2():
-    """The seed's two-instance shape, short: two 4-thread jbb instances with --memory-node-affinity each end with
+    """van Riel 2014's two-instance shape, short: two 4-thread jbb instances with --memory-node-affinity each end with
     at least 90% of their transactions on one node (a different one each) and at least 90% of their heap there.
     Without the switch (measured: node shares about 0.55) the first check fails. 25 s of run: with 15 s a CI run on
     a loaded host ended at heap locality 0.846 (migration is CPU-bound under TCG, 10-35 MB/s)."""

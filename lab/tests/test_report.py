@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lab import plots, report
+from lab import plots, report, samples
 
 TOPO = {"nodes": [[0, 1], [2, 3]], "llcs": [[0, 1], [2, 3]], "cores": [[0], [1], [2], [3]]}
 
@@ -163,11 +163,11 @@ def test_write_report_and_pngs(out):
 
 
 def test_cpu_utilisation_matrix():
-    samples = plots.parse_cpustat(cpu_file([1.0, 0.5, 0.0, 0.25]))
-    mat = plots.utilisation(samples, [3, 2, 1, 0])
+    cpustat = samples.parse_cpustat(cpu_file([1.0, 0.5, 0.0, 0.25]))
+    mat = plots.utilisation(cpustat, [3, 2, 1, 0])
     assert mat.shape == (4, 1)
     assert list(mat[:, 0]) == [25.0, 0.0, 50.0, 100.0]
-    assert plots.parse_cpustat("garbage\n0 cpu 1 2 3 4\n") == {}
+    assert samples.parse_cpustat("garbage\n0 cpu 1 2 3 4\n") == {}
 
 
 def colo(pair_ticks, same_node, same_llc, cross_node, after, after_ticks=None, after_same=None):

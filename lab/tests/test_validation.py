@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from lab import bench, machines, paths
+from lab import benchfile, machines, paths
 
 LAB = str(paths.REPO / "bin" / "lab")
 NUMA2 = (paths.REPO / "lab/machines/numa2.toml").read_text()
@@ -78,21 +78,21 @@ def bench_file(tmp_path, text):
 ])
 def test_benchmark_fields(tmp_path, edit, says):
     p = bench_file(tmp_path, edit(HACKBENCH))
-    with pytest.raises(bench.BenchError) as e:
-        bench.load_benchmark("hb", path=p)
+    with pytest.raises(benchfile.BenchError) as e:
+        benchfile.load_benchmark("hb", path=p)
     assert str(e.value).startswith(f"{p}: ") and says in str(e.value)
 
 
 def test_every_shipped_file_is_valid():
     for name in machines.known():
         machines.load(name)
-    for name in bench.known_benchmarks():
-        bench.load_benchmark(name)
-    assert bench.ablation_mechanisms()
+    for name in benchfile.known_benchmarks():
+        benchfile.load_benchmark(name)
+    assert benchfile.ablation_mechanisms()
 
 
 def test_ablation_file_fields(tmp_path):
     p = tmp_path / "ablation.toml"
     p.write_text('[[mechanism]]\nname = "steal"\noff = "--no-steal"\nwhy = "typo for what"\n')
-    with pytest.raises(bench.BenchError, match=r"mechanism\[0\]: field 'why' is unknown"):
-        bench.ablation_mechanisms(p)
+    with pytest.raises(benchfile.BenchError, match=r"mechanism\[0\]: field 'why' is unknown"):
+        benchfile.ablation_mechanisms(p)

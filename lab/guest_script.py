@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""What runs in the guest: the shell script of one step of a bench boot.
+
+Each case of the step runs under workloads/locsample, which records where the benchmark's tasks ran; its output
+(ended by a "lab-bench-rc: N" line with the exit status, read back by RESULT_RE) and locsample's files go to the
+host with lab_put_file. "lab-bench: step-begin / case-begin / case-end" lines on the console mark the progress.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+
+from . import benchfile
+
+# Sampler periods (ms): last CPU of every task, se.nr_migrations, /proc/stat; and the most of one CPU (percent)
+# the task scans may take (the scan period stretches beyond SAMPLE_MS to stay within it).
+SAMPLE_MS, SCHED_MS, CPUSTAT_MS, SAMPLER_BUDGET_PCT = 100, 500, 500, 10
+RESULT_RE = re.compile(r"^lab-bench-rc: (-?\d+)\s*$", re.M)
+
+
+def case_tag(step: int, case: int) -> str:
+    """Name of a case's files in the boot (lab_put_file names must be unique within one boot)."""
+    return f"s{step}c{case}"
+
+
+def step_command(cases: list[benchfile.Case], step: int, header: str) -> str:
+    """The shell command of one step: every case under locsample, its files sent to the host."""
+    begin = shlex.quote(f"lab-bench: step-begin {step} {header}")
+    lines = [". /lab/lib.sh", "mkdir -p /tmp/lb", f"echo {begin}"]
+    for j, c in enumerate(cases):
+        tag = case_tag(step, j)
+        base = f"/tmp/lb/{tag}"
+        limit = int(max(1, c.timeout_s))
+        kinds = ["out", "tasks", "cpu"] + (["ticks"] if c.ticks else [])
+        lines += [
+            f"echo 'lab-bench: case-begin {step} {j}'",
+            f"locsample -i {SAMPLE_MS} -m {SCHED_MS} -s {CPUSTAT_MS} -b {SAMPLER_BUDGET_PCT} -t {limit}"
+            f"{' -k' if c.ticks else ''} -o {base} -- "
+            f"/bin/sh -c {shlex.quote(c.command)} > {base}.out 2>&1",
+            f"echo \"lab-bench-rc: $?\" >> {base}.out",
+            f"cat {base}.out",
+        ] + [f"lab_put_file {tag}.{k} {base}.{k}" for k in kinds] + [
+            "rm -f " + " ".join(f"{base}.{k}" for k in kinds),
+            f"echo 'lab-bench: case-end {step} {j}'",
+        ]
+    lines.append("true")
+    return "\n".join(lines)
