@@ -9,7 +9,7 @@
 //! agent reads the topology, fills the BPF rodata, loads and attaches the
 //! scheduler, serves statistics and reports how it ended.
 //!
-//! Seed: Steve Sistare's 2018 "select_idle_sibling rework" for CFS (idle
+//! Origin: Steve Sistare's 2018 "select_idle_sibling rework" for CFS (idle
 //! core/CPU search per LLC plus stealing by CPUs about to go idle).
 //!
 //! Knobs (see --help): --slice-us, --wake-gran-us, --no-steal, --no-idle-core,
@@ -205,7 +205,7 @@ struct Opts {
     #[arg(long, overrides_with = "cache_aware")]
     no_cache_aware: bool,
 
-    /// Wake-time aggregation (off by default, as in the seed): a waking
+    /// Wake-time aggregation (off by default, as in Chen/Chen/Zijlstra): a waking
     /// task takes an idle CPU of its process's preferred LLC (same node)
     /// instead of searching from its previous LLC, at every wake-up (without
     /// it only tasks asked by an idle CPU there do). Needs cache-aware.

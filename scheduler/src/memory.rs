@@ -9,7 +9,7 @@
 //! migrates the process's resident pages that sit on the wrong node, within
 //! a migration budget.
 //!
-//! Seed: Rik van Riel 2014, "NUMA balancing for workloads that span nodes"
+//! Origin: Rik van Riel 2014, "NUMA balancing for workloads that span nodes"
 //! (numa_group, active nodes, spreading shared memory over the active
 //! nodes, private memory to the thread's node, no migration to inactive
 //! nodes). His SPECjbb table: manual pinning 755k bops, automatic balancing

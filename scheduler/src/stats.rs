@@ -9,7 +9,7 @@
 //! client, for an instance already running. On exit the agent prints the
 //! cumulative `Metrics` as one JSON line, `scx_locality-final-stats: {...}`.
 //!
-//! Seed: the scx_stats server/client pattern of the sched-ext schedulers:
+//! Origin: the scx_stats server/client pattern of the sched-ext schedulers:
 //! the socket thread sends a request over a channel and the main loop,
 //! which owns the BPF skeleton, answers with fresh numbers.
 //!

@@ -9,7 +9,7 @@
 //! `node_cpus`). LLCs, nodes and cores are renumbered densely (0..n), since
 //! kernel ids can be sparse.
 //!
-//! Seed: scx_utils::Topology reads sysfs (online CPUs only). CPUs that are
+//! Origin: scx_utils::Topology reads sysfs (online CPUs only). CPUs that are
 //! possible but offline at start get a guessed, single-CPU LLC in node 0 and
 //! are marked unknown; if one comes online the BPF side asks for a restart
 //! and the agent re-reads sysfs.

@@ -18,7 +18,7 @@
  * scx_bpf_pick_idle_cpu() on "LLC (or node) AND p->cpus_ptr" finds and
  * claims (atomic test-and-clear) a CPU.
  *
- * Sparse (the seed's layout, Sistare 2018): our own idle flag per CPU,
+ * Sparse (Sistare's 2018 layout): our own idle flag per CPU,
  * each in its own 64-byte line (idle_slots[]), so that CPUs going idle or
  * busy never write a line another CPU's flag lives in. Written by
  * ops.update_idle, which the kernel calls on every transition between a

@@ -149,7 +149,7 @@ u32 nr_offline;				/* possible CPUs currently offline */
 
 /*
  * overloaded[cpu]: the CPU's DSQ had a task that other CPUs may run
- * queued behind a running one. A hint for stealers (the seed's overload
+ * queued behind a running one. A hint for stealers (Sistare's overload
  * mask), set in ops.enqueue and refreshed whenever someone looks at that
  * DSQ (cleared when it is empty). Pinned tasks have their own DSQ and
  * never set it. Races only make it stale:

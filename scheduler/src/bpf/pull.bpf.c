@@ -28,7 +28,7 @@
  * behind a running one it calls pull_kick_stealer(), which claims one idle
  * CPU allowed for the task in the victim's LLC (else node) and kicks it.
  *
- * Seed: the stealing half of Steve Sistare's 2018 CFS rework (steal a task
+ * Origin: the stealing half of Steve Sistare's 2018 CFS rework (steal a task
  * from an overloaded CPU of the same LLC when going idle, found through a
  * sparse overload mask). Here the overload mask is a per-CPU byte array
  * (overloaded[]), the hierarchy is extended to SMT and node levels, and the
