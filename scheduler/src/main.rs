@@ -967,7 +967,16 @@ fn libbpf_print(level: libbpf_rs::PrintLevel, msg: String) {
 
 fn run(opts: &Opts) -> Result<i32> {
     if opts.help_stats {
-        stats::server_data().describe_meta(&mut std::io::stdout(), None)?;
+        // a reader that stops early (`| head`) is not an error
+        if let Err(e) = stats::server_data().describe_meta(&mut std::io::stdout(), None) {
+            let pipe = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if !pipe {
+                return Err(e);
+            }
+        }
         return Ok(EXIT_OK);
     }
 
