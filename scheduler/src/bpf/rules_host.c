@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * rules_host.c - the pure rules (*_rules.h) compiled for the host: one
+ * exported function per rule, for the unit tests in src/rules.rs. build.rs
+ * compiles it with the cc crate into a static library; it is no part of
+ * the BPF object.
+ */
+#include <stddef.h>
+
+#include "numa_rules.h"
+
+/* layouts the Rust side checks: size, then each field's offset in order */
+const size_t rules_numa_node_fig_layout[] = {
+	sizeof(struct numa_node_fig),
+	offsetof(struct numa_node_fig, cpus),
+	offsetof(struct numa_node_fig, nr_last),
+	offsetof(struct numa_node_fig, load),
+	offsetof(struct numa_node_fig, util),
+	offsetof(struct numa_node_fig, placed),
+	offsetof(struct numa_node_fig, imb_nr),
+};
+
+/* ---- numa_rules.h ---- */
+
+u32 rules_numa_tasks(const struct numa_node_fig *n)
+{
+	return numa_rule_tasks(n);
+}
+
+u32 rules_numa_busy(const struct numa_node_fig *n)
+{
+	return numa_rule_busy(n);
+}
+
+s32 rules_numa_idle(const struct numa_node_fig *n, u32 extra)
+{
+	return numa_rule_idle(n, extra);
+}
+
+bool rules_numa_overloaded(const struct numa_node_fig *n, u32 extra)
+{
+	return numa_rule_overloaded(n, extra);
+}
+
+s32 rules_numa_adjust(u32 mode, s32 imb, s32 busiest_idle, u32 busiest_cpus,
+		      u32 local_running, u32 local_imb_nr)
+{
+	return numa_rule_adjust(mode, imb, busiest_idle, busiest_cpus, local_running,
+				local_imb_nr);
+}
+
+u32 rules_numa_moves(u32 mode, const struct numa_node_fig *src,
+		     const struct numa_node_fig *dst, u32 extra)
+{
+	return numa_rule_moves(mode, src, dst, extra);
+}
+
+bool rules_numa_new_stays(u32 mode, const struct numa_node_fig *parent,
+			  const struct numa_node_fig *least)
+{
+	return numa_rule_new_stays(mode, parent, least);
+}
+
+bool rules_numa_push_across(const struct numa_node_fig *src, const struct numa_node_fig *dst)
+{
+	return numa_rule_push_across(src, dst);
+}
+
+bool rules_numa_may_cross(u32 mode, u64 xnode_at, u64 now, u64 interval_ns)
+{
+	return numa_rule_may_cross(mode, xnode_at, now, interval_ns);
+}
+
+bool rules_numa_few_partners(s64 waker_flips, s64 wakee_flips, u32 llc_cpus)
+{
+	return numa_rule_few_partners(waker_flips, wakee_flips, llc_cpus);
+}
