@@ -41,6 +41,7 @@ fn host_rules() {
         "src/bpf/rules_host.c",
         "src/bpf/rules.h",
         "src/bpf/numa_rules.h",
+        "src/bpf/cache_rules.h",
         "src/bpf/intf.h",
     ];
     for f in FILES {

@@ -308,3 +308,310 @@ mod numa {
         assert!(!few_partners(0, 0, 0));
     }
 }
+
+/// Cache-aware scheduling (cache_rules.h).
+mod cache {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// `struct cache_scan`: the epoch re-evaluation's scan of the LLCs.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    struct CacheScan {
+        best_occ: u64,
+        total: u64,
+        least: u64,
+        best: i32,
+        idle_best: i32,
+    }
+
+    extern "C" {
+        static rules_cache_scan_layout: [usize; 6];
+        /// CACHE_PREF_KEEP, CACHE_PREF_DROP_FIT, CACHE_PREF_DROP_OVERLOAD
+        static rules_cache_pref_verdicts: [u32; 3];
+        fn rules_cache_busy_pct(util: u32, cpus: u32) -> u64;
+        fn rules_cache_overloaded(load: u32, util: u32, cpus: u32) -> bool;
+        fn rules_cache_may_enter(
+            src_busy: u64,
+            dst_busy: u64,
+            overaggr_pct: u32,
+            imb_pct: u32,
+        ) -> bool;
+        fn rules_cache_may_leave(pref_overloaded: bool) -> bool;
+        fn rules_cache_cores(cpus: u32, smt: u32) -> u32;
+        fn rules_cache_decay(occ: u64, epochs: u64) -> u64;
+        fn rules_cache_scan_start(s: *mut CacheScan);
+        fn rules_cache_scan(
+            s: *mut CacheScan,
+            llc: u32,
+            occ: u64,
+            homed: bool,
+            at_home: bool,
+            load: u32,
+        );
+        fn rules_cache_pick(
+            s: *const CacheScan,
+            cur: i32,
+            cur_at_home: bool,
+            cur_occ: u64,
+            switch_ratio: u32,
+        ) -> i32;
+        fn rules_cache_verdict(
+            total: u64,
+            cores: u32,
+            overloaded: bool,
+            epoch_ns: u64,
+            aggr_tol: u32,
+        ) -> u32;
+    }
+
+    fn busy_pct(util: u32, cpus: u32) -> u64 {
+        unsafe { rules_cache_busy_pct(util, cpus) }
+    }
+    fn overloaded(load: u32, util: u32, cpus: u32) -> bool {
+        unsafe { rules_cache_overloaded(load, util, cpus) }
+    }
+    fn may_enter(src_busy: u64, dst_busy: u64, overaggr_pct: u32, imb_pct: u32) -> bool {
+        unsafe { rules_cache_may_enter(src_busy, dst_busy, overaggr_pct, imb_pct) }
+    }
+    fn may_leave(pref_overloaded: bool) -> bool {
+        unsafe { rules_cache_may_leave(pref_overloaded) }
+    }
+    fn cores(cpus: u32, smt: u32) -> u32 {
+        unsafe { rules_cache_cores(cpus, smt) }
+    }
+    fn decay(occ: u64, epochs: u64) -> u64 {
+        unsafe { rules_cache_decay(occ, epochs) }
+    }
+    fn scan_start() -> CacheScan {
+        let mut s = CacheScan::default();
+        unsafe { rules_cache_scan_start(&mut s) };
+        s
+    }
+    fn scan(s: &mut CacheScan, llc: u32, occ: u64, homed: bool, at_home: bool, load: u32) {
+        unsafe { rules_cache_scan(s, llc, occ, homed, at_home, load) }
+    }
+    fn pick(s: &CacheScan, cur: i32, cur_at_home: bool, cur_occ: u64, switch_ratio: u32) -> i32 {
+        unsafe { rules_cache_pick(s, cur, cur_at_home, cur_occ, switch_ratio) }
+    }
+    fn verdict(total: u64, cores: u32, overloaded: bool, epoch_ns: u64, aggr_tol: u32) -> u32 {
+        unsafe { rules_cache_verdict(total, cores, overloaded, epoch_ns, aggr_tol) }
+    }
+
+    #[test]
+    fn scan_layout_matches_c() {
+        let layout = [
+            size_of::<CacheScan>(),
+            offset_of!(CacheScan, best_occ),
+            offset_of!(CacheScan, total),
+            offset_of!(CacheScan, least),
+            offset_of!(CacheScan, best),
+            offset_of!(CacheScan, idle_best),
+        ];
+        assert_eq!(unsafe { rules_cache_scan_layout }, layout);
+    }
+
+    const EP: u64 = 10_000_000;
+
+    /// Why a process has no preferred LLC after an epoch.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Pref {
+        Llc(usize),
+        None,
+        /// running threads need more than 80% (x tolerance) of the LLC's cores
+        DropFit,
+        /// the LLC is overloaded
+        DropOverload,
+    }
+
+    /// What cache_new_epoch() knows of each LLC.
+    struct Llcs<'a> {
+        /// cores of each LLC (cache_rule_cores())
+        cores: &'a [u32],
+        overloaded: &'a [bool],
+        /// node of each LLC
+        node: &'a [usize],
+        /// llc_load (fixed point), for the homed process with no runtime at home
+        load: &'a [u32],
+    }
+
+    /// The rules in the order cache_new_epoch() (cache.bpf.c) calls them,
+    /// after the decay: scan every LLC, pick, verdict on the LLC picked.
+    /// `cur`: the current preference; `home`: the process's home node.
+    fn choose(
+        occ: &[u64],
+        cur: Option<usize>,
+        home: Option<usize>,
+        switch_ratio: u32,
+        aggr_tol: u32,
+        epoch_ns: u64,
+        llcs: &Llcs,
+    ) -> Pref {
+        let at_home = |l: usize| home.is_none_or(|h| llcs.node[l] == h);
+        let mut s = scan_start();
+        for (i, &v) in occ.iter().enumerate() {
+            scan(
+                &mut s,
+                i as u32,
+                v,
+                home.is_some(),
+                at_home(i),
+                llcs.load[i],
+            );
+        }
+        let best = match cur {
+            Some(c) => pick(&s, c as i32, at_home(c), occ[c], switch_ratio),
+            None => pick(&s, -1, home.is_none(), 0, switch_ratio),
+        };
+        let Ok(best) = usize::try_from(best) else {
+            return Pref::None;
+        };
+        let [keep, fit, overload] = unsafe { rules_cache_pref_verdicts };
+        match verdict(
+            s.total,
+            llcs.cores[best],
+            llcs.overloaded[best],
+            epoch_ns,
+            aggr_tol,
+        ) {
+            v if v == keep => Pref::Llc(best),
+            v if v == fit => Pref::DropFit,
+            v if v == overload => Pref::DropOverload,
+            v => panic!("verdict {v}"),
+        }
+    }
+
+    const NODE0: [usize; 2] = [0, 0];
+    const LOAD0: [u32; 2] = [0, 0];
+
+    fn llcs<'a>(cores: &'a [u32], ovl: &'a [bool]) -> Llcs<'a> {
+        Llcs {
+            cores,
+            overloaded: ovl,
+            node: &NODE0,
+            load: &LOAD0,
+        }
+    }
+
+    #[test]
+    fn hysteresis_needs_twice() {
+        let l = llcs(&[4, 4], &[false, false]);
+        // LLC 1 leads, but not by more than 2x: keep 0
+        let occ = [1_000_000, 2_000_000];
+        assert_eq!(choose(&occ, Some(0), None, 2, 1, EP, &l), Pref::Llc(0));
+        // more than twice: switch
+        let occ = [1_000_000, 2_000_001];
+        assert_eq!(choose(&occ, Some(0), None, 2, 1, EP, &l), Pref::Llc(1));
+        // no current preference: the largest wins outright
+        let occ = [1_000_000, 1_000_001];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(1));
+        // nothing recorded
+        assert_eq!(choose(&[0, 0], None, None, 2, 1, EP, &l), Pref::None);
+        // ratio 1: any lead switches
+        let occ = [1_000_000, 1_000_001];
+        assert_eq!(choose(&occ, Some(0), None, 1, 1, EP, &l), Pref::Llc(1));
+    }
+
+    #[test]
+    fn fit_counts_cores_not_smt_siblings() {
+        // epyc-l3numa's LLC: 4 CPUs, 2 cores of 2 SMT siblings. hackbench -T
+        // with 2 pairs keeps about 2.2 threads running: over 80% of 2 cores
+        // (1.6), so no preference; 1 pair (about 1.1) fits.
+        assert_eq!(cores(4, 2), 2);
+        let l = llcs(&[2, 2], &[false, false]);
+        let occ = [2 * 22 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::DropFit);
+        let occ = [2 * 11 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        // the same load on 4 cores without SMT (spr-1n2llc) fits
+        assert_eq!(cores(4, 1), 4);
+        let l = llcs(&[4, 4], &[false, false]);
+        let occ = [2 * 22 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        // at least one core
+        assert_eq!(cores(1, 2), 1);
+    }
+
+    #[test]
+    fn backs_off_when_it_does_not_fit() {
+        let l = llcs(&[4, 4], &[false, false]);
+        // steady state: occ sum = 2 x runtime per epoch. 3 threads busy on
+        // 4 cores = 75% < 80%: fits
+        let occ = [2 * 3 * EP, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        // 3.3 threads busy > 3.2: does not fit
+        let occ = [2 * 33 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::DropFit);
+        // tolerance 2 doubles the limit; 100 removes it
+        assert_eq!(choose(&occ, None, None, 2, 2, EP, &l), Pref::Llc(0));
+        let occ = [2 * 100 * EP, 0];
+        assert_eq!(choose(&occ, None, None, 2, 100, EP, &l), Pref::Llc(0));
+        // overloaded LLC
+        let occ = [EP, 0];
+        assert_eq!(
+            choose(&occ, None, None, 2, 1, EP, &llcs(&[4, 4], &[true, false])),
+            Pref::DropOverload
+        );
+    }
+
+    #[test]
+    fn home_node_bounds_the_choice() {
+        // 4 LLCs, two per node; LLC 3 (node 1) is the busiest
+        let node = [0, 0, 1, 1];
+        let load = [0, 0, 3 * ONE, ONE];
+        let l = Llcs {
+            cores: &[4; 4],
+            overloaded: &[false; 4],
+            node: &node,
+            load: &load,
+        };
+        let occ = [EP / 2, EP, 0, 4 * EP];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(3));
+        // home node 0: the best LLC inside it, however much ran elsewhere
+        assert_eq!(choose(&occ, None, Some(0), 2, 1, EP, &l), Pref::Llc(1));
+        // a preference outside the home is left without hysteresis
+        assert_eq!(choose(&occ, Some(3), Some(0), 2, 1, EP, &l), Pref::Llc(1));
+        // inside the home, hysteresis as usual: LLC 1 is not twice LLC 0
+        let occ = [EP, 2 * EP, 0, 0];
+        assert_eq!(choose(&occ, Some(0), Some(0), 2, 1, EP, &l), Pref::Llc(0));
+        // homed on node 1 with no runtime there yet: its least loaded LLC
+        let occ = [4 * EP, 0, 0, 0];
+        assert_eq!(choose(&occ, None, Some(1), 2, 1, EP, &l), Pref::Llc(3));
+        // the fit limit still counts the runtime of every LLC
+        let occ = [8 * EP, 0, 0, 0];
+        assert_eq!(choose(&occ, None, Some(1), 2, 1, EP, &l), Pref::DropFit);
+    }
+
+    #[test]
+    fn decay_halves_per_epoch() {
+        let occ = [1024, 3, u64::MAX].map(|v| decay(v, 1));
+        assert_eq!(occ, [512, 1, u64::MAX >> 1]);
+        assert_eq!(occ.map(|v| decay(v, 64)), [0, 0, 0]);
+    }
+
+    #[test]
+    fn gates() {
+        let one = ONE;
+        assert_eq!(busy_pct(2 * one, 4), 50);
+        assert_eq!(busy_pct(4 * one, 4), 100);
+        assert_eq!(busy_pct(one, 0), 0);
+        // runnable tasks up to the CPUs: never overloaded
+        assert!(!overloaded(4 * one, 4 * one, 4));
+        // more tasks than CPUs and util above 100/117 (85.5%) of 4 CPUs
+        assert!(overloaded(4 * one + 1, 4 * one, 4));
+        assert!(overloaded(5 * one, 35 * one / 10, 4)); // 87.5%
+                                                        // a burst queued on a half-idle LLC is not overload
+        assert!(!overloaded(6 * one, 2 * one, 4));
+        assert!(!overloaded(5 * one, 34 * one / 10, 4)); // 85%
+                                                         // into: destination lightly used -> allowed whatever the source
+        assert!(may_enter(0, 50, 50, 20));
+        // destination over 50% but not 20% busier than the source
+        assert!(may_enter(60, 72, 50, 20));
+        // over 50% and more than 20% busier: refused
+        assert!(!may_enter(60, 73, 50, 20));
+        assert!(!may_enter(0, 51, 50, 20));
+        // out: only when the preferred LLC is overloaded
+        assert!(!may_leave(false));
+        assert!(may_leave(true));
+    }
+}
