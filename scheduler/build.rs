@@ -42,6 +42,7 @@ fn host_rules() {
         "src/bpf/rules.h",
         "src/bpf/numa_rules.h",
         "src/bpf/cache_rules.h",
+        "src/bpf/push_rules.h",
         "src/bpf/intf.h",
     ];
     for f in FILES {

@@ -615,3 +615,30 @@ mod cache {
         assert!(may_leave(true));
     }
 }
+
+/// The wake-up search (push_rules.h).
+mod push {
+    extern "C" {
+        fn rules_push_wake_wide(waker_flips: u32, wakee_flips: u32, llc_cpus: u32) -> bool;
+    }
+
+    fn wake_wide(waker_flips: u32, wakee_flips: u32, llc_cpus: u32) -> bool {
+        unsafe { rules_push_wake_wide(waker_flips, wakee_flips, llc_cpus) }
+    }
+
+    #[test]
+    fn wake_wide_needs_one_task_feeding_many() {
+        // a pair, or a task with no context (0 flips): not wide
+        assert!(!wake_wide(0, 0, 4));
+        assert!(!wake_wide(1, 1, 4));
+        // hackbench: every sender writes to every receiver, all flip a lot
+        assert!(!wake_wide(1500, 1500, 4));
+        // a dispatcher feeding a pool: wide once the pool's tasks flip too
+        assert!(!wake_wide(100, 3, 4));
+        assert!(wake_wide(100, 4, 4));
+        assert!(wake_wide(16, 4, 4));
+        assert!(!wake_wide(15, 4, 4));
+        // either side may be the busier flipper
+        assert!(wake_wide(4, 100, 4));
+    }
+}

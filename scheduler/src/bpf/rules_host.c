@@ -9,6 +9,7 @@
 
 #include "numa_rules.h"
 #include "cache_rules.h"
+#include "push_rules.h"
 
 /* layouts the Rust side checks: size, then each field's offset in order */
 const size_t rules_numa_node_fig_layout[] = {
@@ -144,4 +145,11 @@ s32 rules_cache_pick(const struct cache_scan *s, s32 cur, bool cur_at_home, u64 
 u32 rules_cache_verdict(u64 total, u32 cores, bool overloaded, u64 epoch_ns, u32 aggr_tol)
 {
 	return cache_rule_verdict(total, cores, overloaded, epoch_ns, aggr_tol);
+}
+
+/* ---- push_rules.h ---- */
+
+bool rules_push_wake_wide(u32 waker_flips, u32 wakee_flips, u32 llc_cpus)
+{
+	return push_rule_wake_wide(waker_flips, wakee_flips, llc_cpus);
 }
