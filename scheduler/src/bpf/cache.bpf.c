@@ -232,9 +232,10 @@ static __always_inline s32 cache_llc_node(u32 l)
 }
 
 /*
- * New epoch for @e: decay by @d epochs and re-evaluate the preference;
- * @home is the process's home node or -1. Not inlined: one copy, called
- * from ops.stopping.
+ * New epoch for @e: decay by @d epochs and re-evaluate the preference
+ * (cache_rules.h: decay and scan each LLC, pick, verdict); @home is the
+ * process's home node or -1. Not inlined: one copy, called from
+ * ops.stopping.
  */
 static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 {

@@ -534,11 +534,11 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 
 /*
  * Rule 2b's partner test (numa_rule_few_partners()) for the wakee @t and
- * the waker @w (either may be NULL) woken on @waker_cpu; the waker's
- * flips are counted by push_record_wakee() in push.bpf.c. Without it,
- * epyc-l3numa, hackbench -T sockets: about 1,300 follows per run, 3 with
- * it; the speed gap measured then was mostly the clock, see above, so
- * this test's own effect on speed is not measured.
+ * the waker @w (either may be NULL), which runs on @waker_cpu; both
+ * counts are kept by push_record_wakee() in push.bpf.c. epyc-l3numa,
+ * hackbench -T sockets: about 1,300 follows per run without this test, 3
+ * with it; the speed gap measured then was mostly the clock, see above,
+ * so this test's own effect on speed is not measured.
  */
 static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ctx *w,
 					      s32 waker_cpu)
