@@ -8,6 +8,10 @@
 // are listed once, in src/bpf/stats.h: intf.h makes the C enum of it and
 // build/stat_list.rs the Rust table. The clang to use comes from
 // BPF_CLANG, which .cargo/config.toml points at tools/bpf-clang.
+//
+// Then compile the pure rules (src/bpf/*_rules.h) for the host as well
+// (host_rules()), so that the unit tests (src/rules.rs) call the very
+// functions the BPF side runs.
 
 #[path = "build/stat_list.rs"]
 mod stat_list;
@@ -36,4 +40,26 @@ fn main() {
         b.add_source(unit);
     }
     b.compile_link_gen().expect("building the BPF object and its skeleton");
+    host_rules();
+}
+
+/// The rule headers and src/bpf/rules_host.c, which exports one function per
+/// rule, built with the host's C compiler into a static library.
+fn host_rules() {
+    const FILES: &[&str] = &[
+        "src/bpf/rules_host.c",
+        "src/bpf/rules.h",
+        "src/bpf/numa_rules.h",
+        "src/bpf/cache_rules.h",
+        "src/bpf/push_rules.h",
+        "src/bpf/intf.h",
+        "src/bpf/stats.h",
+    ];
+    for f in FILES {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    cc::Build::new()
+        .file("src/bpf/rules_host.c")
+        .warnings_into_errors(true)
+        .compile("locality_rules");
 }

@@ -55,6 +55,8 @@ mod bpf_skel;
 mod cache;
 mod memory;
 mod numa;
+#[cfg(test)]
+mod rules;
 mod stats;
 mod topology;
 

@@ -40,8 +40,8 @@
  * refreshed for epoch_timeout epochs (--epoch-affinity-timeout) is
  * ignored.
  *
- * Gates (cache_may_enter / cache_may_leave; mirrored by cache.rs, which
- * has the unit tests):
+ * Gates (cache_may_enter / cache_may_leave; the rules of this file are in
+ * cache_rules.h, tested by src/rules.rs):
  *   into the preferred LLC: refused if the destination is over
  *     overaggr_pct busy and busier than the source by more than imb_pct;
  *   out of the preferred LLC: refused while that LLC is not overloaded;
@@ -90,6 +90,7 @@
 
 #include "locality.bpf.h"
 #include "cache.bpf.h"
+#include "cache_rules.h"
 #include "home.bpf.h"
 #include "numa.bpf.h"
 
@@ -138,59 +139,43 @@ struct {
 	__type(value, struct cache_proc);
 } cache_tmpl SEC(".maps");
 
-/*
- * Cores of LLC @l: its CPUs over the SMT width of its first CPU. The fit
- * limit counts cores: two busy threads on the siblings of one core compete
- * for it, and upstream's later revisions of the seed (exceed_llc_nr())
- * multiply the process's running threads by the SMT width for the same
- * reason.
- */
+/* ---- the rules are in cache_rules.h, tested by src/rules.rs ---- */
+
+/* cores of LLC @l: its CPUs over the SMT width of its first CPU */
 static __always_inline u32 llc_nr_cores(u32 l)
 {
-	u32 first = llc_off[l & LLC_MASK], smt;
+	u32 first = llc_off[l & LLC_MASK];
 
 	if (first >= MAX_CPUS)
 		return llc_nr_cpus(l);
-	smt = cpu_nr_sibs[llc_cpus[first & CPU_MASK] & CPU_MASK] + 1;
-	return llc_nr_cpus(l) / smt ?: 1;
+	return cache_rule_cores(llc_nr_cpus(l),
+				cpu_nr_sibs[llc_cpus[first & CPU_MASK] & CPU_MASK] + 1);
 }
 
-/* busy percentage of LLC @l: its utilisation (llc_util), 0-100 */
+/* busy percentage of LLC @l, 0-100 */
 static __always_inline u64 cache_llc_busy_pct(u32 l)
 {
-	u32 n = llc_nr_cpus(l);
-
-	if (!n)
-		return 0;
-	return ((u64)llc_util[l & LLC_MASK] * 100) / ((u64)n << LOAD_SHIFT);
+	return cache_rule_busy_pct(llc_util[l & LLC_MASK], llc_nr_cpus(l));
 }
 
-/*
- * Overloaded, as the kernel's group_is_overloaded(): more runnable tasks
- * than CPUs and utilisation above capacity / imbalance_pct (117 at the
- * LLC level). A burst of wake-ups that queues tasks for a moment on a
- * half-idle LLC is not overload.
- */
+/* is LLC @l overloaded? */
 static __always_inline bool cache_llc_overloaded(u32 l)
 {
-	u64 cap = (u64)llc_nr_cpus(l) << LOAD_SHIFT;
-
-	return llc_load[l & LLC_MASK] > cap &&
-	       (u64)llc_util[l & LLC_MASK] * CACHE_LLC_IMB_PCT > cap * 100;
+	return cache_rule_overloaded(llc_load[l & LLC_MASK], llc_util[l & LLC_MASK],
+				     llc_nr_cpus(l));
 }
 
 /* gate "into": may a task move from @src into its preferred LLC @dst? */
 __hidden bool cache_may_enter(u32 src, u32 dst)
 {
-	u64 d = cache_llc_busy_pct(dst), s = cache_llc_busy_pct(src);
-
-	return !(d > cache_overaggr_pct && d * 100 > s * (100 + cache_imb_pct));
+	return cache_rule_may_enter(cache_llc_busy_pct(src), cache_llc_busy_pct(dst),
+				    cache_overaggr_pct, cache_imb_pct);
 }
 
 /* gate "out": may a task leave its preferred LLC @pref? */
 __hidden bool cache_may_leave(u32 pref)
 {
-	return cache_llc_overloaded(pref);
+	return cache_rule_may_leave(cache_llc_overloaded(pref));
 }
 
 static __always_inline u64 cache_epoch_now(void)
@@ -247,62 +232,42 @@ static __always_inline s32 cache_llc_node(u32 l)
 }
 
 /*
- * New epoch for @e: decay by @d epochs and re-evaluate the preference;
- * @home is the process's home node or -1. Not inlined: one copy, called
- * from ops.stopping.
+ * New epoch for @e: decay by @d epochs and re-evaluate the preference
+ * (cache_rules.h: decay and scan each LLC, pick, verdict); @home is the
+ * process's home node or -1. Not inlined: one copy, called from
+ * ops.stopping.
  */
 static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 {
-	u64 best_occ = 0, total = 0, limit, least = ~0ULL;
-	s32 best = -1, cur, idle_best = -1;
-	u32 i, n = nr_llcs, cores;
+	struct cache_scan scan;
+	s32 best, cur;
+	u32 i, n = nr_llcs, verdict;
 
 	if (!e)
 		return;
 	if (n > CACHE_MAX_LLCS)
 		n = CACHE_MAX_LLCS;
+	cache_rule_scan_start(&scan);
 	bpf_for(i, 0, n) {
-		u64 v = e->occ[i & CLLC_MASK];
+		u64 v = cache_rule_decay(e->occ[i & CLLC_MASK], d);
 
-		v = d >= 64 ? 0 : v >> d;
 		e->occ[i & CLLC_MASK] = v;
-		total += v;
-		if (home >= 0 && cache_llc_node(i) != home)
-			continue;	/* only the home node's LLCs are candidates */
-		if (home >= 0 && llc_load[i & LLC_MASK] < least) {
-			least = llc_load[i & LLC_MASK];
-			idle_best = i;
-		}
-		if (v > best_occ) {
-			best_occ = v;
-			best = i;
-		}
+		cache_rule_scan(&scan, i, v, home >= 0, home < 0 || cache_llc_node(i) == home,
+				llc_load[i & LLC_MASK]);
 	}
-	if (best < 0)
-		best = idle_best;	/* homed, but no runtime at home yet */
+	cur = e->pref_llc;
+	best = cache_rule_pick(&scan, cur, home < 0 || (cur >= 0 && cache_llc_node(cur) == home),
+			       e->occ[cur & CLLC_MASK], cache_switch_ratio);
 	if (best < 0) {
 		e->pref_llc = -1;
 		return;
 	}
-
-	cur = e->pref_llc;
-	if (cur >= 0 && cur < CACHE_MAX_LLCS && cur != best &&
-	    (home < 0 || cache_llc_node(cur) == home) &&
-	    best_occ <= (u64)cache_switch_ratio * e->occ[cur & CLLC_MASK])
-		best = cur;	/* hysteresis: not clearly better */
-
-	/* back off: too many running threads for the LLC's cores, or it is overloaded */
-	cores = llc_nr_cores(best);
-	limit = 2 * cache_epoch_ns * cores * 80 / 100;
-	if (cache_aggr_tol < 100 && total > limit * cache_aggr_tol) {
+	verdict = cache_rule_verdict(scan.total, llc_nr_cores(best), cache_llc_overloaded(best),
+				     cache_epoch_ns, cache_aggr_tol);
+	if (verdict != CACHE_PREF_KEEP) {
 		if (cur >= 0)
-			stat_inc(STAT_CACHE_DROP_FIT);
-		e->pref_llc = -1;
-		return;
-	}
-	if (cache_llc_overloaded(best)) {
-		if (cur >= 0)
-			stat_inc(STAT_CACHE_DROP_OVERLOAD);
+			stat_inc(verdict == CACHE_PREF_DROP_FIT ? STAT_CACHE_DROP_FIT :
+				 STAT_CACHE_DROP_OVERLOAD);
 		e->pref_llc = -1;
 		return;
 	}

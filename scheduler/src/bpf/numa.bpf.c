@@ -12,7 +12,7 @@
  *   SD_NUMA domains": the balancer spread two communicating tasks across
  *   nodes on a nearly idle machine; allow a small imbalance between nodes
  *   while the busiest node is lightly used. Today's upstream form is the
- *   imb_numa_nr allowance (see numa.rs for the exact rule and its source).
+ *   imb_numa_nr allowance (numa.rs computes it; numa_rules.h has the rules).
  * - Bligh & Hohnbaum 2003 (NUMA scheduler for 2.5): balance within a node
  *   on every rebalance, across nodes on a separate, much rarer pass; place
  *   a new program at exec on the least loaded node.
@@ -40,7 +40,7 @@
  * allowance. A node with spare capacity is balanced by idle CPUs: the
  * imbalance is the destination's idle CPUs minus the source's, idle CPUs
  * being the node's CPUs minus its utilisation in CPUs (plus new tasks the
- * average has not taken up yet), and numa_adjust() maps it to the part
+ * average has not taken up yet), and numa_rule_adjust() maps it to the part
  * that must be corrected:
  *   NUMA_UPSTREAM: 0 if local_running <= imb_numa_nr(local node) and
  *     imbalance <= NUMA_IMBALANCE_MIN (2), else the imbalance unchanged;
@@ -83,7 +83,7 @@
  *    turns it off.
  * 3. Exec (and, with --place-at-fork, a new process: fork of a thread-group
  *    leader, p->pid == p->tgid): stays near its parent (normal push) while the parent's node is
- *    not overloaded and numa_adjust(idle CPUs of the least loaded node -
+ *    not overloaded and numa_rule_adjust(idle CPUs of the least loaded node -
  *    idle CPUs of the parent's node, busiest = parent node, local_running
  *    = its busy CPUs + 1) is 0, i.e. the parent's node is within the
  *    allowance, as in the kernel's find_idlest_group(); otherwise it starts on an idle CPU of the least loaded
@@ -158,6 +158,7 @@
  */
 #include "locality.bpf.h"
 #include "numa.bpf.h"
+#include "numa_rules.h"
 #include "home.bpf.h"
 
 const volatile u32 numa_mode = NUMA_UPSTREAM;
@@ -212,9 +213,18 @@ static __always_inline u32 node_load_now(u32 n)
 	return node_load[n & NODE_MASK] + node_placed[n & NODE_MASK];
 }
 
-static __always_inline u32 node_tasks(u32 n)
+/* what the rules (numa_rules.h) see of node @n */
+static __always_inline struct numa_node_fig numa_fig(u32 n)
 {
-	return (node_load_now(n) + (1 << (LOAD_SHIFT - 1))) >> LOAD_SHIFT;
+	n &= NODE_MASK;
+	return (struct numa_node_fig){
+		.cpus = node_nr_cpus(n),
+		.nr_last = node_nr_last[n],
+		.load = node_load[n],
+		.util = node_util[n],
+		.placed = node_placed[n],
+		.imb_nr = node_imb_nr[n],
+	};
 }
 
 /*
@@ -232,96 +242,22 @@ __hidden void numa_note_placed(s32 cpu)
 				     1 << LOAD_SHIFT);
 }
 
-/*
- * Busy CPUs of node @n: its utilisation plus new tasks the average has not
- * taken up yet, rounded, at most its CPUs.
- */
-static __always_inline u32 node_busy(u32 n)
-{
-	u32 b = (node_util[n & NODE_MASK] + node_placed[n & NODE_MASK] +
-		 (1 << (LOAD_SHIFT - 1))) >> LOAD_SHIFT;
+/* ---- the policy: its rules are in numa_rules.h, tested by src/rules.rs ---- */
 
-	return MIN(b, node_nr_cpus(n));
-}
-
-/* idle CPUs of node @n once @extra more tasks run there */
-static __always_inline s32 node_idle(u32 n, u32 extra)
-{
-	s32 i = (s32)node_nr_cpus(n) - (s32)node_busy(n) - (s32)extra;
-
-	return i > 0 ? i : 0;
-}
-
-/*
- * Rule 7: is node @n overloaded, counting @extra tasks about to be added?
- * The kernel's group_is_overloaded(): more runnable tasks than CPUs (at
- * the last sample) and either the utilisation or the runnable average
- * past the capacity with imbalance_pct 117. The kernel applies its NUMA
- * allowance only while the busiest group is not overloaded
- * (calculate_imbalance() returns before adjust_numa_imbalance()). The
- * task count alone is not enough: a lightly loaded communicating workload
- * (wakelat at half load) often has more tasks runnable at one instant than
- * CPUs while its node is a quarter busy, and treating that as overload
- * spread it over both nodes of numa2 at every wake-up.
- */
+/* Rule 7: is node @n overloaded, counting @extra tasks about to be added? */
 __hidden bool numa_node_overloaded(u32 n, u32 extra)
 {
-	u64 cap = (u64)node_nr_cpus(n) << LOAD_SHIFT;
-	u64 placed = node_placed[n & NODE_MASK] + ((u64)extra << LOAD_SHIFT);
+	struct numa_node_fig f = numa_fig(n);
 
-	if (node_nr_last[n & NODE_MASK] + extra <= node_nr_cpus(n))
-		return false;
-	return ((u64)node_util[n & NODE_MASK] + placed) * NUMA_IMB_PCT > cap * 100 ||
-	       ((u64)node_load[n & NODE_MASK] + placed) * 100 > cap * NUMA_IMB_PCT;
+	return numa_rule_overloaded(&f, extra);
 }
 
-/* ---- the policy (mirrored by numa.rs, which has the unit tests) ---- */
-
-/*
- * @imb: idle CPUs of the local (destination) node minus those of the
- * busiest; @busiest_idle, @busiest_cpus: the busiest node's idle CPUs and
- * CPUs; @local_running: tasks running on the local node with the one to
- * be moved. Returns the part of @imb to correct.
- */
-static __always_inline s32 numa_adjust(s32 imb, s32 busiest_idle,
-				       u32 busiest_cpus, u32 local_running,
-				       u32 local_imb_nr)
-{
-	if (imb <= 0)
-		return 0;
-	if (numa_mode == NUMA_UPSTREAM) {
-		if (local_running <= local_imb_nr && imb <= NUMA_IMBALANCE_MIN)
-			return 0;
-	} else if (numa_mode == NUMA_IDLE_CPUS) {
-		s32 adj = (s32)(busiest_cpus * (NUMA_IMB_PCT_2019 - 100) / 100) >> 1;
-		s32 max;
-
-		if (adj < 2)
-			adj = 2;
-		max = (s32)(busiest_cpus >> 1) + adj;
-		if (imb <= adj && busiest_idle >= max)
-			return 0;
-	}
-	return imb;
-}
-
-/*
- * Tasks that may move from @src to @dst; @extra: runnable tasks of src not
- * in its load yet (a waking task). An overloaded @src is balanced by load
- * in tasks, without the allowance; otherwise by idle CPUs, with it.
- */
+/* tasks that may move from node @src to @dst, @extra not in src's figures yet */
 static __always_inline u32 numa_moves(u32 src, u32 dst, u32 extra)
 {
-	s32 imb, si;
+	struct numa_node_fig s = numa_fig(src), d = numa_fig(dst);
 
-	if (numa_node_overloaded(src, extra)) {
-		imb = (s32)(node_tasks(src) + extra) - (s32)node_tasks(dst);
-	} else {
-		si = node_idle(src, extra);
-		imb = numa_adjust(node_idle(dst, 0) - si, si, node_nr_cpus(src),
-				  node_busy(dst) + 1, node_imb_nr[dst & NODE_MASK]);
-	}
-	return imb > 0 ? (u32)imb >> 1 : 0;
+	return numa_rule_moves(numa_mode, &s, &d, extra);
 }
 
 /* the least loaded node not in @skip (a mask of node ids), or -1 */
@@ -344,11 +280,12 @@ static s32 numa_least_loaded(u64 skip)
 	return best;
 }
 
+/* rule 4 for @tctx's task (none: may) */
 __hidden bool numa_task_may_cross(struct task_ctx *tctx, u64 now)
 {
-	if (numa_mode == NUMA_OFF || !tctx || !tctx->xnode_at)
+	if (!tctx)
 		return true;
-	return time_delta(now, tctx->xnode_at) >= numa_interval_ns;
+	return numa_rule_may_cross(numa_mode, tctx->xnode_at, now, numa_interval_ns);
 }
 
 __hidden void numa_task_crossed(struct task_ctx *tctx, u64 now)
@@ -504,6 +441,7 @@ static __always_inline s32 numa_cross_candidate(struct task_ctx *tctx, u64 now, 
  */
 __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork)
 {
+	struct numa_node_fig sf, df;
 	struct task_ctx *tctx;
 	u32 src;
 	s32 d, cpu;
@@ -529,11 +467,10 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 	d = numa_cross_candidate(tctx, now, src);
 	if (d < 0)
 		return -1;
-	/*
-	 * Rules 2 and 7: only out of an overloaded node, into one that is
-	 * not; a node with spare capacity keeps @p queued near prev.
-	 */
-	if (!numa_node_overloaded(src, 1) || numa_node_overloaded(d, 1)) {
+	/* rules 2 and 7: a node with spare capacity keeps @p queued near prev */
+	sf = numa_fig(src);
+	df = numa_fig(d);
+	if (!numa_rule_push_across(&sf, &df)) {
 		stat_inc(STAT_NUMA_PUSH_KEPT);
 		return -1;
 	}
@@ -559,11 +496,11 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
  */
 __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause)
 {
+	struct numa_node_fig sf, df;
 	struct task_ctx *tctx;
 	u32 src, k;
-	s32 d, cpu, adj, si;
+	s32 d, cpu;
 	u64 now, tried;
-	bool over;
 
 	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_valid(prev_cpu))
 		return -1;
@@ -572,16 +509,14 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 	src = cpu_node[prev_cpu & CPU_MASK];
 	if (numa_cross_candidate(tctx, now, src) < 0)
 		return -1;
-	over = numa_node_overloaded(src, 1);
-	si = node_idle(src, 0);
+	sf = numa_fig(src);
 	tried = 1ULL << (src & NODE_MASK);
 	bpf_for(k, 1, nr_nodes) {
 		d = numa_least_loaded(tried);
 		if (d < 0)
 			break;
-		adj = over ? 1 : numa_adjust(node_idle(d, 0) - si, si, node_nr_cpus(src),
-					     node_busy(src) + 1, node_imb_nr[src & NODE_MASK]);
-		if (adj <= 0) {
+		df = numa_fig(d);
+		if (numa_rule_new_stays(numa_mode, &sf, &df)) {
 			/* the least loaded node left is within the allowance */
 			stat_inc(STAT_NUMA_NEW_LOCAL);
 			return -1;
@@ -598,25 +533,19 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 }
 
 /*
- * Rule 2b's partner test. A pair wakes the same partner over and over; a
- * task serving many (a hackbench sender writes to every receiver, a
- * dispatcher feeds a pool) switches wakee all the time, and pulling each
- * wakee to its node piles them there (epyc-l3numa, hackbench -T sockets:
- * about 1,300 follows per run without this test, 3 with it; the speed
- * gap measured then was mostly the clock, see above, so this test's own
- * effect on speed is not measured). Each waker counts the changes of its
- * wakee (wakee_flips, halved every second, the counter the kernel keeps
- * for wake_wide(); push_record_wakee() in push.bpf.c keeps it); a wakee
- * follows only while both its waker's count and its own are below the
- * CPUs of the waker's LLC, i.e. both have few partners. @t: the wakee's
- * context, @w: the waker's (either may be NULL).
+ * Rule 2b's partner test (numa_rule_few_partners()) for the wakee @t and
+ * the waker @w (either may be NULL), which runs on @waker_cpu; both
+ * counts are kept by push_record_wakee() in push.bpf.c. epyc-l3numa,
+ * hackbench -T sockets: about 1,300 follows per run without this test, 3
+ * with it; the speed gap measured then was mostly the clock, see above,
+ * so this test's own effect on speed is not measured.
  */
 static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ctx *w,
 					      s32 waker_cpu)
 {
-	u32 factor = llc_nr_cpus(cpu_llc[waker_cpu & CPU_MASK]);
-
-	return (!w || w->wakee_flips < factor) && (!t || t->wakee_flips < factor);
+	return numa_rule_few_partners(w ? (s64)w->wakee_flips : -1,
+				      t ? (s64)t->wakee_flips : -1,
+				      llc_nr_cpus(cpu_llc[waker_cpu & CPU_MASK]));
 }
 
 /*

@@ -49,6 +49,7 @@
  */
 #include "locality.bpf.h"
 #include "push.bpf.h"
+#include "push_rules.h"
 #include "idle.bpf.h"
 #include "cache.bpf.h"
 #include "numa.bpf.h"
@@ -85,27 +86,12 @@ __hidden void push_record_wakee(struct task_struct *p __arg_trusted, struct task
 	}
 }
 
-/*
- * The kernel's wake_wide() test on those counters: the wake-up is "wide"
- * (one task feeding many that should spread, not gather round it) when the
- * busier flipper flips at least @llc's CPU count times as often as the
- * other, and the other at least that CPU count. Two tasks that both switch
- * partners all the time (hackbench: every sender writes to every
- * receiver) are not wide: they are one group and may share an LLC.
- */
+/* wake_wide() for the wakee @t and the waker @w (either may be NULL) in @llc */
 static __always_inline bool push_wake_wide(struct task_ctx *t, struct task_ctx *w,
 					   u32 llc)
 {
-	u32 factor = llc_nr_cpus(llc);
-	u32 master = w ? w->wakee_flips : 0, slave = t ? t->wakee_flips : 0;
-
-	if (master < slave) {
-		u32 x = master;
-
-		master = slave;
-		slave = x;
-	}
-	return slave >= factor && (u64)master >= (u64)slave * factor;
+	return push_rule_wake_wide(w ? w->wakee_flips : 0, t ? t->wakee_flips : 0,
+				   llc_nr_cpus(llc));
 }
 
 /*

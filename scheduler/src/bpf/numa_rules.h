@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * numa_rules.h - the NUMA policy's pure rules (rules.h says what "pure"
+ * means). numa.bpf.c says where each rule applies and calls them with
+ * its globals; src/rules.rs tests them.
+ *
+ * Fixed point: 1 task, or 1 busy CPU, == 1 << LOAD_SHIFT.
+ */
+#ifndef __LOCALITY_NUMA_RULES_H
+#define __LOCALITY_NUMA_RULES_H
+
+#include "rules.h"
+
+/* what the policy sees of one node (numa.bpf.c's numa_fig() fills it) */
+struct numa_node_fig {
+	u32 cpus;	/* its CPUs */
+	u32 nr_last;	/* runnable tasks at the last whole sample (node_nr_last) */
+	u32 load;	/* decayed runnable average (node_load) */
+	u32 util;	/* decayed utilisation (node_util) */
+	u32 placed;	/* new tasks the averages have not taken up yet (node_placed) */
+	u32 imb_nr;	/* upstream allowance, imb_numa_nr (node_imb_nr) */
+};
+
+/* load in tasks: the average plus what it has not caught up with, rounded */
+static __always_inline u32 numa_rule_tasks(const struct numa_node_fig *n)
+{
+	return (n->load + n->placed + (1 << (LOAD_SHIFT - 1))) >> LOAD_SHIFT;
+}
+
+/*
+ * Busy CPUs: the utilisation plus new tasks the average has not taken up
+ * yet, rounded, at most the node's CPUs.
+ */
+static __always_inline u32 numa_rule_busy(const struct numa_node_fig *n)
+{
+	u32 b = (n->util + n->placed + (1 << (LOAD_SHIFT - 1))) >> LOAD_SHIFT;
+
+	return b < n->cpus ? b : n->cpus;
+}
+
+/* idle CPUs once @extra more tasks run there */
+static __always_inline s32 numa_rule_idle(const struct numa_node_fig *n, u32 extra)
+{
+	s32 i = (s32)n->cpus - (s32)numa_rule_busy(n) - (s32)extra;
+
+	return i > 0 ? i : 0;
+}
+
+/*
+ * Rule 7: is the node overloaded, counting @extra tasks about to be added?
+ * The kernel's group_is_overloaded(): more runnable tasks than CPUs (at
+ * the last sample) and either the utilisation or the runnable average
+ * past the capacity with imbalance_pct 117. The kernel applies its NUMA
+ * allowance only while the busiest group is not overloaded
+ * (calculate_imbalance() returns before adjust_numa_imbalance()). The
+ * task count alone is not enough: a lightly loaded communicating workload
+ * (wakelat at half load) often has more tasks runnable at one instant than
+ * CPUs while its node is a quarter busy, and treating that as overload
+ * spread it over both nodes of numa2 at every wake-up.
+ */
+static __always_inline bool numa_rule_overloaded(const struct numa_node_fig *n, u32 extra)
+{
+	u64 cap = (u64)n->cpus << LOAD_SHIFT;
+	u64 placed = n->placed + ((u64)extra << LOAD_SHIFT);
+
+	if (n->nr_last + extra <= n->cpus)
+		return false;
+	return ((u64)n->util + placed) * NUMA_IMB_PCT > cap * 100 ||
+	       ((u64)n->load + placed) * 100 > cap * NUMA_IMB_PCT;
+}
+
+/*
+ * The allowance of @mode (enum numa_mode): the part of an idle-CPU
+ * imbalance to correct. @imb: idle CPUs of the local (destination) node
+ * minus those of the busiest; @busiest_idle, @busiest_cpus: the busiest
+ * node's idle CPUs and CPUs; @local_running: tasks running on the local
+ * node with the one to be moved; @local_imb_nr: the local node's allowance.
+ *
+ * NUMA_UPSTREAM (Linux's fair.c since 5.19, adjust_numa_imbalance()): 0 if
+ *   local_running <= imb_numa_nr and imb <= NUMA_IMBALANCE_MIN (2), else
+ *   imb unchanged. local_running counts the task being placed, like the
+ *   kernel's local->sum_nr_running + 1. imb_numa_nr is computed by the
+ *   agent (numa.rs).
+ * NUMA_IDLE_CPUS (Mel Gorman's v2 patch, Dec 2019, as posted):
+ *   imbalance_adj = max(2, (busiest_cpus * (imbalance_pct - 100) / 100) >> 1),
+ *   imbalance_max = busiest_cpus / 2 + imbalance_adj, with the imbalance_pct
+ *   of NUMA domains at the time, 125; 0 when imb <= imbalance_adj and the
+ *   busiest node has at least imbalance_max idle CPUs, else imb.
+ * NUMA_OFF: no allowance, imb unchanged.
+ */
+static __always_inline s32 numa_rule_adjust(u32 mode, s32 imb, s32 busiest_idle,
+					    u32 busiest_cpus, u32 local_running,
+					    u32 local_imb_nr)
+{
+	if (imb <= 0)
+		return 0;
+	if (mode == NUMA_UPSTREAM) {
+		if (local_running <= local_imb_nr && imb <= NUMA_IMBALANCE_MIN)
+			return 0;
+	} else if (mode == NUMA_IDLE_CPUS) {
+		s32 adj = (s32)(busiest_cpus * (NUMA_IMB_PCT_2019 - 100) / 100) >> 1;
+		s32 max;
+
+		if (adj < 2)
+			adj = 2;
+		max = (s32)(busiest_cpus >> 1) + adj;
+		if (imb <= adj && busiest_idle >= max)
+			return 0;
+	}
+	return imb;
+}
+
+/*
+ * Tasks that may move from @src to @dst; @extra: runnable tasks of src not
+ * in its figures yet (a waking task). An overloaded @src is balanced by
+ * load in tasks, without the allowance; otherwise by idle CPUs, with it.
+ * A move corrects half of what remains (the kernel's "imbalance >>= 1"): a
+ * node pair 3 vs 1 moves one task.
+ */
+static __always_inline u32 numa_rule_moves(u32 mode, const struct numa_node_fig *src,
+					   const struct numa_node_fig *dst, u32 extra)
+{
+	s32 imb, si;
+
+	if (numa_rule_overloaded(src, extra)) {
+		imb = (s32)(numa_rule_tasks(src) + extra) - (s32)numa_rule_tasks(dst);
+	} else {
+		si = numa_rule_idle(src, extra);
+		imb = numa_rule_adjust(mode, numa_rule_idle(dst, 0) - si, si, src->cpus,
+					numa_rule_busy(dst) + 1, dst->imb_nr);
+	}
+	return imb > 0 ? (u32)imb >> 1 : 0;
+}
+
+/*
+ * Rule 3: does a new process whose parent runs on node @parent stay near
+ * it rather than start on node @least (the least loaded other node)? Yes
+ * while the parent's node is not overloaded and is within the allowance
+ * against @least (busiest = the parent's node, local_running = its busy
+ * CPUs + 1), as in the kernel's find_idlest_group(). NUMA_OFF: always.
+ */
+static __always_inline bool numa_rule_new_stays(u32 mode, const struct numa_node_fig *parent,
+						const struct numa_node_fig *least)
+{
+	s32 si;
+
+	if (mode == NUMA_OFF)
+		return true;
+	if (numa_rule_overloaded(parent, 1))
+		return false;
+	si = numa_rule_idle(parent, 0);
+	return numa_rule_adjust(mode, numa_rule_idle(least, 0) - si, si, parent->cpus,
+				numa_rule_busy(parent) + 1, parent->imb_nr) <= 0;
+}
+
+/*
+ * Rules 2 and 7: may a waking task whose node @src has no idle CPU for it
+ * go to node @dst? Only out of an overloaded node (the task counted), into
+ * one that is not. A node with spare capacity keeps its waking tasks.
+ */
+static __always_inline bool numa_rule_push_across(const struct numa_node_fig *src,
+						  const struct numa_node_fig *dst)
+{
+	return numa_rule_overloaded(src, 1) && !numa_rule_overloaded(dst, 1);
+}
+
+/*
+ * Rule 4: may a task that last changed node at @xnode_at (0: never) change
+ * node again at @now? Only @interval_ns later in policy modes. A clock
+ * that reads earlier on this CPU counts as no time passed (time_delta()).
+ */
+static __always_inline bool numa_rule_may_cross(u32 mode, u64 xnode_at, u64 now,
+						u64 interval_ns)
+{
+	s64 since = (s64)(now - xnode_at);
+
+	if (mode == NUMA_OFF || !xnode_at)
+		return true;
+	return (u64)(since > 0 ? since : 0) >= interval_ns;
+}
+
+/*
+ * Rule 2b's partner test. A pair wakes the same partner over and over; a
+ * task serving many (a hackbench sender writes to every receiver, a
+ * dispatcher feeds a pool) switches wakee all the time, and pulling each
+ * wakee to its node piles them there. Each waker counts the changes of its
+ * wakee (wakee_flips, halved every second, the counter the kernel keeps
+ * for wake_wide()); a wakee follows only while both its waker's count and
+ * its own are below @llc_cpus, the CPUs of the waker's LLC, i.e. both have
+ * few partners. A task with no context counts as -1 (few).
+ */
+static __always_inline bool numa_rule_few_partners(s64 waker_flips, s64 wakee_flips,
+						   u32 llc_cpus)
+{
+	return waker_flips < (s64)llc_cpus && wakee_flips < (s64)llc_cpus;
+}
+
+#endif /* __LOCALITY_NUMA_RULES_H */

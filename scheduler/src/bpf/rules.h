@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * rules.h - what the pure-rule headers (*_rules.h) need, compiled as BPF
+ * or as host C.
+ *
+ * A pure rule is a static inline function of plain values: no maps, no
+ * helpers, no globals; knobs and modes come in as arguments. The BPF units
+ * read their globals and call the rules; build.rs also compiles the rules
+ * for the host (rules_host.c), where the agent's unit tests call the same
+ * functions (src/rules.rs). So the tested rule is the scheduled one.
+ */
+#ifndef __LOCALITY_RULES_H
+#define __LOCALITY_RULES_H
+
+#ifdef __bpf__
+#include <scx/common.bpf.h>	/* u32, s32, u64, s64, bool, __always_inline */
+#else
+#include <stdbool.h>
+#include <stdint.h>
+typedef uint32_t u32;
+typedef int32_t s32;
+typedef uint64_t u64;
+typedef int64_t s64;
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+#endif
+
+#include "intf.h"
+
+#endif /* __LOCALITY_RULES_H */

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * rules_host.c - the pure rules (*_rules.h) compiled for the host: one
+ * exported function per rule, for the unit tests in src/rules.rs. build.rs
+ * compiles it with the cc crate into a static library; it is no part of
+ * the BPF object.
+ */
+#include <stddef.h>
+
+#include "numa_rules.h"
+#include "cache_rules.h"
+#include "push_rules.h"
+
+/* layouts the Rust side checks: size, then each field's offset in order */
+const size_t rules_numa_node_fig_layout[] = {
+	sizeof(struct numa_node_fig),
+	offsetof(struct numa_node_fig, cpus),
+	offsetof(struct numa_node_fig, nr_last),
+	offsetof(struct numa_node_fig, load),
+	offsetof(struct numa_node_fig, util),
+	offsetof(struct numa_node_fig, placed),
+	offsetof(struct numa_node_fig, imb_nr),
+};
+
+const size_t rules_cache_scan_layout[] = {
+	sizeof(struct cache_scan),
+	offsetof(struct cache_scan, best_occ),
+	offsetof(struct cache_scan, total),
+	offsetof(struct cache_scan, least),
+	offsetof(struct cache_scan, best),
+	offsetof(struct cache_scan, idle_best),
+};
+
+const u32 rules_cache_pref_verdicts[] = {
+	CACHE_PREF_KEEP,
+	CACHE_PREF_DROP_FIT,
+	CACHE_PREF_DROP_OVERLOAD,
+};
+
+/* ---- numa_rules.h ---- */
+
+u32 rules_numa_tasks(const struct numa_node_fig *n)
+{
+	return numa_rule_tasks(n);
+}
+
+u32 rules_numa_busy(const struct numa_node_fig *n)
+{
+	return numa_rule_busy(n);
+}
+
+s32 rules_numa_idle(const struct numa_node_fig *n, u32 extra)
+{
+	return numa_rule_idle(n, extra);
+}
+
+bool rules_numa_overloaded(const struct numa_node_fig *n, u32 extra)
+{
+	return numa_rule_overloaded(n, extra);
+}
+
+s32 rules_numa_adjust(u32 mode, s32 imb, s32 busiest_idle, u32 busiest_cpus,
+		      u32 local_running, u32 local_imb_nr)
+{
+	return numa_rule_adjust(mode, imb, busiest_idle, busiest_cpus, local_running,
+				local_imb_nr);
+}
+
+u32 rules_numa_moves(u32 mode, const struct numa_node_fig *src,
+		     const struct numa_node_fig *dst, u32 extra)
+{
+	return numa_rule_moves(mode, src, dst, extra);
+}
+
+bool rules_numa_new_stays(u32 mode, const struct numa_node_fig *parent,
+			  const struct numa_node_fig *least)
+{
+	return numa_rule_new_stays(mode, parent, least);
+}
+
+bool rules_numa_push_across(const struct numa_node_fig *src, const struct numa_node_fig *dst)
+{
+	return numa_rule_push_across(src, dst);
+}
+
+bool rules_numa_may_cross(u32 mode, u64 xnode_at, u64 now, u64 interval_ns)
+{
+	return numa_rule_may_cross(mode, xnode_at, now, interval_ns);
+}
+
+bool rules_numa_few_partners(s64 waker_flips, s64 wakee_flips, u32 llc_cpus)
+{
+	return numa_rule_few_partners(waker_flips, wakee_flips, llc_cpus);
+}
+
+/* ---- cache_rules.h ---- */
+
+u64 rules_cache_busy_pct(u32 util, u32 cpus)
+{
+	return cache_rule_busy_pct(util, cpus);
+}
+
+bool rules_cache_overloaded(u32 load, u32 util, u32 cpus)
+{
+	return cache_rule_overloaded(load, util, cpus);
+}
+
+bool rules_cache_may_enter(u64 src_busy, u64 dst_busy, u32 overaggr_pct, u32 imb_pct)
+{
+	return cache_rule_may_enter(src_busy, dst_busy, overaggr_pct, imb_pct);
+}
+
+bool rules_cache_may_leave(bool pref_overloaded)
+{
+	return cache_rule_may_leave(pref_overloaded);
+}
+
+u32 rules_cache_cores(u32 cpus, u32 smt)
+{
+	return cache_rule_cores(cpus, smt);
+}
+
+u64 rules_cache_decay(u64 occ, u64 epochs)
+{
+	return cache_rule_decay(occ, epochs);
+}
+
+void rules_cache_scan_start(struct cache_scan *s)
+{
+	cache_rule_scan_start(s);
+}
+
+void rules_cache_scan(struct cache_scan *s, u32 llc, u64 occ, bool homed, bool at_home,
+		      u32 load)
+{
+	cache_rule_scan(s, llc, occ, homed, at_home, load);
+}
+
+s32 rules_cache_pick(const struct cache_scan *s, s32 cur, bool cur_at_home, u64 cur_occ,
+		     u32 switch_ratio)
+{
+	return cache_rule_pick(s, cur, cur_at_home, cur_occ, switch_ratio);
+}
+
+u32 rules_cache_verdict(u64 total, u32 cores, bool overloaded, u64 epoch_ns, u32 aggr_tol)
+{
+	return cache_rule_verdict(total, cores, overloaded, epoch_ns, aggr_tol);
+}
+
+/* ---- push_rules.h ---- */
+
+bool rules_push_wake_wide(u32 waker_flips, u32 wakee_flips, u32 llc_cpus)
+{
+	return push_rule_wake_wide(waker_flips, wakee_flips, llc_cpus);
+}

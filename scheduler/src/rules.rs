@@ -1,0 +1,644 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! The BPF side's pure rules, compiled for the host, and their unit tests.
+//!
+//! src/bpf/*_rules.h hold the decision rules as static inline C functions
+//! of plain values. The BPF units call them with their globals; build.rs
+//! also compiles them for the host (src/bpf/rules_host.c exports one
+//! function per rule into a static library). The tests below call those
+//! functions, so they test the rules the scheduler runs and there is no
+//! Rust copy to keep equal. Each rule's explanation is its header's
+//! comment. Only the tests use this module.
+//!
+//! Each submodule binds one header: its structs (checked against the C
+//! layout), its functions (wrapped as safe calls: they only read what they
+//! are given, the cache scan writes its own struct) and the tests.
+
+use crate::bpf_intf as intf;
+
+/// 1 task, or 1 busy CPU, in the rules' fixed point
+const ONE: u32 = 1 << intf::locality_consts_LOAD_SHIFT;
+
+/// The NUMA policy (numa_rules.h).
+mod numa {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    const OFF: u32 = intf::numa_mode_NUMA_OFF;
+    const UPSTREAM: u32 = intf::numa_mode_NUMA_UPSTREAM;
+    const IDLE_CPUS: u32 = intf::numa_mode_NUMA_IDLE_CPUS;
+
+    /// `struct numa_node_fig`: what the policy sees of a node.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    struct NumaNodeFig {
+        cpus: u32,
+        nr_last: u32,
+        load: u32,
+        util: u32,
+        placed: u32,
+        imb_nr: u32,
+    }
+
+    extern "C" {
+        static rules_numa_node_fig_layout: [usize; 7];
+        fn rules_numa_tasks(n: *const NumaNodeFig) -> u32;
+        fn rules_numa_busy(n: *const NumaNodeFig) -> u32;
+        fn rules_numa_idle(n: *const NumaNodeFig, extra: u32) -> i32;
+        fn rules_numa_overloaded(n: *const NumaNodeFig, extra: u32) -> bool;
+        fn rules_numa_adjust(
+            mode: u32,
+            imb: i32,
+            busiest_idle: i32,
+            busiest_cpus: u32,
+            local_running: u32,
+            local_imb_nr: u32,
+        ) -> i32;
+        fn rules_numa_moves(
+            mode: u32,
+            src: *const NumaNodeFig,
+            dst: *const NumaNodeFig,
+            extra: u32,
+        ) -> u32;
+        fn rules_numa_new_stays(
+            mode: u32,
+            parent: *const NumaNodeFig,
+            least: *const NumaNodeFig,
+        ) -> bool;
+        fn rules_numa_push_across(src: *const NumaNodeFig, dst: *const NumaNodeFig) -> bool;
+        fn rules_numa_may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool;
+        fn rules_numa_few_partners(waker_flips: i64, wakee_flips: i64, llc_cpus: u32) -> bool;
+    }
+
+    fn tasks(n: &NumaNodeFig) -> u32 {
+        unsafe { rules_numa_tasks(n) }
+    }
+    fn busy(n: &NumaNodeFig) -> u32 {
+        unsafe { rules_numa_busy(n) }
+    }
+    fn idle(n: &NumaNodeFig, extra: u32) -> i32 {
+        unsafe { rules_numa_idle(n, extra) }
+    }
+    fn overloaded(n: &NumaNodeFig, extra: u32) -> bool {
+        unsafe { rules_numa_overloaded(n, extra) }
+    }
+    fn adjust(mode: u32, imb: i32, b_idle: i32, b_cpus: u32, l_running: u32, l_imb_nr: u32) -> i32 {
+        unsafe { rules_numa_adjust(mode, imb, b_idle, b_cpus, l_running, l_imb_nr) }
+    }
+    fn moves(mode: u32, src: &NumaNodeFig, dst: &NumaNodeFig, extra: u32) -> u32 {
+        unsafe { rules_numa_moves(mode, src, dst, extra) }
+    }
+    fn new_stays(mode: u32, parent: &NumaNodeFig, least: &NumaNodeFig) -> bool {
+        unsafe { rules_numa_new_stays(mode, parent, least) }
+    }
+    fn push_across(src: &NumaNodeFig, dst: &NumaNodeFig) -> bool {
+        unsafe { rules_numa_push_across(src, dst) }
+    }
+    fn may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool {
+        unsafe { rules_numa_may_cross(mode, xnode_at, now, interval_ns) }
+    }
+    fn few_partners(waker_flips: i64, wakee_flips: i64, llc_cpus: u32) -> bool {
+        unsafe { rules_numa_few_partners(waker_flips, wakee_flips, llc_cpus) }
+    }
+
+    #[test]
+    fn fig_layout_matches_c() {
+        let layout = [
+            size_of::<NumaNodeFig>(),
+            offset_of!(NumaNodeFig, cpus),
+            offset_of!(NumaNodeFig, nr_last),
+            offset_of!(NumaNodeFig, load),
+            offset_of!(NumaNodeFig, util),
+            offset_of!(NumaNodeFig, placed),
+            offset_of!(NumaNodeFig, imb_nr),
+        ];
+        assert_eq!(unsafe { rules_numa_node_fig_layout }, layout);
+    }
+
+    /// a node of `cpus` CPUs: `busy` busy CPUs (utilisation), `tasks`
+    /// runnable on average and `nr` at the last sample
+    fn node(cpus: u32, busy: f64, tasks: f64, nr: u32, imb_nr: u32) -> NumaNodeFig {
+        NumaNodeFig {
+            cpus,
+            nr_last: nr,
+            load: (tasks * ONE as f64) as u32,
+            util: (busy * ONE as f64) as u32,
+            placed: 0,
+            imb_nr,
+        }
+    }
+
+    #[test]
+    fn overload_needs_tasks_and_utilisation() {
+        // more runnable than CPUs at the sample, but a quarter busy: spare
+        assert!(!overloaded(&node(4, 1.0, 3.0, 5, 1), 0));
+        // 5 runnable and fully busy: overloaded
+        assert!(overloaded(&node(4, 4.0, 5.0, 5, 1), 0));
+        // full by the runnable average alone (4 * 1.17 < 5)
+        assert!(overloaded(&node(4, 3.0, 5.0, 5, 1), 0));
+        // busy but no more runnable than CPUs: not overloaded
+        assert!(!overloaded(&node(4, 4.0, 4.0, 4, 1), 0));
+        // the waking task counts
+        assert!(overloaded(&node(4, 3.5, 4.0, 4, 1), 1));
+    }
+
+    #[test]
+    fn placed_tasks_count_at_once() {
+        // a new task not in the averages yet counts in the load, the busy
+        // CPUs and the overload test
+        let mut n = node(4, 2.0, 2.6, 4, 1);
+        assert_eq!((tasks(&n), busy(&n), idle(&n, 0)), (3, 2, 2));
+        assert!(!overloaded(&n, 1));
+        n.placed = ONE;
+        assert_eq!((tasks(&n), busy(&n), idle(&n, 0)), (4, 3, 1));
+        assert!(overloaded(&n, 1));
+        // busy CPUs stop at the node's CPUs, idle CPUs at 0
+        n.util = 6 * ONE;
+        assert_eq!((busy(&n), idle(&n, 2)), (4, 0));
+    }
+
+    #[test]
+    fn upstream_keeps_a_pair_together() {
+        let m = UPSTREAM;
+        // pair on node A (8 CPUs, 2 busy), node B idle: 2 idle CPUs apart,
+        // B would run 1 <= 1: tolerated
+        assert_eq!(
+            moves(m, &node(8, 2.0, 2.0, 2, 1), &node(8, 0.0, 0.0, 0, 1), 0),
+            0
+        );
+        // three busy: imbalance 3 > NUMA_IMBALANCE_MIN, one moves
+        assert_eq!(
+            moves(m, &node(8, 3.0, 3.0, 3, 1), &node(8, 0.0, 0.0, 0, 1), 0),
+            1
+        );
+        // destination already running beyond its allowance: no tolerance
+        assert_eq!(
+            moves(m, &node(8, 4.0, 4.0, 4, 1), &node(8, 2.0, 2.0, 2, 1), 0),
+            1
+        );
+        assert_eq!(adjust(m, 2, 4, 8, 3, 1), 2);
+        // larger allowance (16-CPU node)
+        assert_eq!(
+            moves(m, &node(16, 3.0, 3.0, 3, 2), &node(16, 1.0, 1.0, 1, 2), 0),
+            0
+        );
+        // no imbalance, negative imbalance
+        assert_eq!(adjust(m, 0, 8, 8, 1, 1), 0);
+        assert_eq!(adjust(m, -3, 8, 8, 4, 1), 0);
+    }
+
+    #[test]
+    fn light_communicating_load_is_not_spread() {
+        // numa2, wakelat at half load: 6 threads, often 5 runnable at a
+        // sample, one CPU's worth busy: the idle nodes differ by one CPU
+        let m = UPSTREAM;
+        let (a, b) = (node(4, 1.2, 3.5, 5, 1), node(4, 0.0, 0.0, 0, 1));
+        assert!(!overloaded(&a, 1));
+        assert_eq!(moves(m, &a, &b, 1), 0);
+        assert!(!push_across(&a, &b));
+        // really overloaded: the waking task may go, unless rule 4 holds it
+        let full = node(4, 4.0, 6.0, 6, 1);
+        assert!(push_across(&full, &b));
+        let ms = 1_000_000;
+        assert!(!may_cross(m, 10_000 * ms, 10_001 * ms, 150 * ms));
+        // ... and not into a node that is overloaded too
+        assert!(!push_across(&full, &full));
+        // an overloaded source is balanced by tasks, without the allowance
+        assert_eq!(moves(m, &full, &b, 0), 3);
+    }
+
+    #[test]
+    fn one_node_change_per_interval() {
+        let (ms, now) = (1_000_000, 10_000_000_000);
+        for m in [UPSTREAM, IDLE_CPUS] {
+            // never changed node
+            assert!(may_cross(m, 0, now, 150 * ms));
+            assert!(!may_cross(m, now - 149 * ms, now, 150 * ms));
+            assert!(may_cross(m, now - 150 * ms, now, 150 * ms));
+            // a clock behind the mark counts as no time passed
+            assert!(!may_cross(m, now + ms, now, 150 * ms));
+        }
+        assert!(may_cross(OFF, now - ms, now, 150 * ms));
+    }
+
+    #[test]
+    fn idle_cpus_rule_as_posted() {
+        let m = IDLE_CPUS;
+        // 48-CPU node (the thread's Haswell): adj = max(2, 48*25/100 >> 1) = 6,
+        // max = 24 + 6 = 30 idle CPUs
+        assert_eq!(adjust(m, 6, 30, 48, 1, 1), 0);
+        assert_eq!(adjust(m, 7, 30, 48, 1, 1), 7);
+        assert_eq!(adjust(m, 6, 29, 48, 1, 1), 6);
+        // 8-CPU node: adj = max(2, 8*25/100 >> 1 = 1) = 2, max = 6
+        assert_eq!(adjust(m, 2, 6, 8, 1, 1), 0);
+        assert_eq!(adjust(m, 2, 5, 8, 1, 1), 2);
+        // a pair on an 8-CPU node stays; four busy move one
+        assert_eq!(
+            moves(m, &node(8, 2.0, 2.0, 2, 1), &node(8, 0.0, 0.0, 0, 1), 0),
+            0
+        );
+        assert_eq!(
+            moves(m, &node(8, 4.0, 4.0, 4, 1), &node(8, 0.0, 0.0, 0, 1), 0),
+            2
+        );
+        // differs from upstream: a destination running 2 already
+        assert_eq!(
+            moves(m, &node(8, 2.0, 2.0, 2, 1), &node(8, 0.0, 0.0, 0, 1), 0),
+            0
+        );
+        assert_eq!(adjust(UPSTREAM, 2, 6, 8, 2, 1), 2);
+        assert_eq!(adjust(m, 2, 6, 8, 2, 1), 0);
+    }
+
+    #[test]
+    fn off_moves_every_imbalance() {
+        assert_eq!(adjust(OFF, 2, 6, 8, 1, 1), 2);
+        assert_eq!(
+            moves(OFF, &node(8, 2.0, 2.0, 2, 1), &node(8, 0.0, 0.0, 0, 1), 0),
+            1
+        );
+        assert!(new_stays(
+            OFF,
+            &node(8, 7.0, 7.0, 7, 1),
+            &node(8, 0.0, 0.0, 0, 1)
+        ));
+    }
+
+    #[test]
+    fn new_process_placement() {
+        let m = UPSTREAM;
+        let idle = node(8, 0.0, 0.0, 0, 1);
+        // first process: parent's node idle -> stays
+        assert!(new_stays(m, &idle, &idle));
+        // parent's node runs 1, other 0: it would run 2 > imb_numa_nr 1 -> goes
+        assert!(!new_stays(m, &node(8, 1.0, 1.0, 1, 1), &idle));
+        // with allowance 2 it stays
+        assert!(new_stays(
+            m,
+            &node(16, 1.0, 1.0, 1, 2),
+            &node(16, 0.0, 0.0, 0, 2)
+        ));
+        // balanced nodes: stays
+        assert!(new_stays(
+            m,
+            &node(8, 3.0, 3.0, 3, 1),
+            &node(8, 3.0, 3.0, 3, 1)
+        ));
+        // overloaded parent's node: goes
+        assert!(!new_stays(
+            m,
+            &node(8, 8.0, 9.0, 9, 1),
+            &node(8, 7.0, 7.0, 7, 1)
+        ));
+        // idle-cpus: 2 ahead on an 8-CPU node with 6 idle stays, 3 ahead goes
+        assert!(new_stays(IDLE_CPUS, &node(8, 2.0, 2.0, 2, 1), &idle));
+        assert!(!new_stays(IDLE_CPUS, &node(8, 3.0, 3.0, 3, 1), &idle));
+    }
+
+    #[test]
+    fn only_few_partners_follow() {
+        // a pair: each always wakes the other
+        assert!(few_partners(0, 0, 4));
+        assert!(few_partners(3, 1, 4));
+        // a hackbench sender switches receiver at every write
+        assert!(!few_partners(1500, 2, 4));
+        assert!(!few_partners(2, 4, 4));
+        // a task with no context (-1) has few partners, whatever the LLC
+        assert!(few_partners(-1, 3, 4));
+        assert!(few_partners(-1, -1, 0));
+        assert!(!few_partners(0, 0, 0));
+    }
+}
+
+/// Cache-aware scheduling (cache_rules.h).
+mod cache {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// `struct cache_scan`: the epoch re-evaluation's scan of the LLCs.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    struct CacheScan {
+        best_occ: u64,
+        total: u64,
+        least: u64,
+        best: i32,
+        idle_best: i32,
+    }
+
+    extern "C" {
+        static rules_cache_scan_layout: [usize; 6];
+        /// CACHE_PREF_KEEP, CACHE_PREF_DROP_FIT, CACHE_PREF_DROP_OVERLOAD
+        static rules_cache_pref_verdicts: [u32; 3];
+        fn rules_cache_busy_pct(util: u32, cpus: u32) -> u64;
+        fn rules_cache_overloaded(load: u32, util: u32, cpus: u32) -> bool;
+        fn rules_cache_may_enter(
+            src_busy: u64,
+            dst_busy: u64,
+            overaggr_pct: u32,
+            imb_pct: u32,
+        ) -> bool;
+        fn rules_cache_may_leave(pref_overloaded: bool) -> bool;
+        fn rules_cache_cores(cpus: u32, smt: u32) -> u32;
+        fn rules_cache_decay(occ: u64, epochs: u64) -> u64;
+        fn rules_cache_scan_start(s: *mut CacheScan);
+        fn rules_cache_scan(
+            s: *mut CacheScan,
+            llc: u32,
+            occ: u64,
+            homed: bool,
+            at_home: bool,
+            load: u32,
+        );
+        fn rules_cache_pick(
+            s: *const CacheScan,
+            cur: i32,
+            cur_at_home: bool,
+            cur_occ: u64,
+            switch_ratio: u32,
+        ) -> i32;
+        fn rules_cache_verdict(
+            total: u64,
+            cores: u32,
+            overloaded: bool,
+            epoch_ns: u64,
+            aggr_tol: u32,
+        ) -> u32;
+    }
+
+    fn busy_pct(util: u32, cpus: u32) -> u64 {
+        unsafe { rules_cache_busy_pct(util, cpus) }
+    }
+    fn overloaded(load: u32, util: u32, cpus: u32) -> bool {
+        unsafe { rules_cache_overloaded(load, util, cpus) }
+    }
+    fn may_enter(src_busy: u64, dst_busy: u64, overaggr_pct: u32, imb_pct: u32) -> bool {
+        unsafe { rules_cache_may_enter(src_busy, dst_busy, overaggr_pct, imb_pct) }
+    }
+    fn may_leave(pref_overloaded: bool) -> bool {
+        unsafe { rules_cache_may_leave(pref_overloaded) }
+    }
+    fn cores(cpus: u32, smt: u32) -> u32 {
+        unsafe { rules_cache_cores(cpus, smt) }
+    }
+    fn decay(occ: u64, epochs: u64) -> u64 {
+        unsafe { rules_cache_decay(occ, epochs) }
+    }
+    fn scan_start() -> CacheScan {
+        let mut s = CacheScan::default();
+        unsafe { rules_cache_scan_start(&mut s) };
+        s
+    }
+    fn scan(s: &mut CacheScan, llc: u32, occ: u64, homed: bool, at_home: bool, load: u32) {
+        unsafe { rules_cache_scan(s, llc, occ, homed, at_home, load) }
+    }
+    fn pick(s: &CacheScan, cur: i32, cur_at_home: bool, cur_occ: u64, switch_ratio: u32) -> i32 {
+        unsafe { rules_cache_pick(s, cur, cur_at_home, cur_occ, switch_ratio) }
+    }
+    fn verdict(total: u64, cores: u32, overloaded: bool, epoch_ns: u64, aggr_tol: u32) -> u32 {
+        unsafe { rules_cache_verdict(total, cores, overloaded, epoch_ns, aggr_tol) }
+    }
+
+    #[test]
+    fn scan_layout_matches_c() {
+        let layout = [
+            size_of::<CacheScan>(),
+            offset_of!(CacheScan, best_occ),
+            offset_of!(CacheScan, total),
+            offset_of!(CacheScan, least),
+            offset_of!(CacheScan, best),
+            offset_of!(CacheScan, idle_best),
+        ];
+        assert_eq!(unsafe { rules_cache_scan_layout }, layout);
+    }
+
+    const EP: u64 = 10_000_000;
+
+    /// Why a process has no preferred LLC after an epoch.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Pref {
+        Llc(usize),
+        None,
+        /// running threads need more than 80% (x tolerance) of the LLC's cores
+        DropFit,
+        /// the LLC is overloaded
+        DropOverload,
+    }
+
+    /// What cache_new_epoch() knows of each LLC.
+    struct Llcs<'a> {
+        /// cores of each LLC (cache_rule_cores())
+        cores: &'a [u32],
+        overloaded: &'a [bool],
+        /// node of each LLC
+        node: &'a [usize],
+        /// llc_load (fixed point), for the homed process with no runtime at home
+        load: &'a [u32],
+    }
+
+    /// The rules in the order cache_new_epoch() (cache.bpf.c) calls them,
+    /// after the decay: scan every LLC, pick, verdict on the LLC picked.
+    /// `cur`: the current preference; `home`: the process's home node.
+    fn choose(
+        occ: &[u64],
+        cur: Option<usize>,
+        home: Option<usize>,
+        switch_ratio: u32,
+        aggr_tol: u32,
+        epoch_ns: u64,
+        llcs: &Llcs,
+    ) -> Pref {
+        let at_home = |l: usize| home.is_none_or(|h| llcs.node[l] == h);
+        let mut s = scan_start();
+        for (i, &v) in occ.iter().enumerate() {
+            scan(
+                &mut s,
+                i as u32,
+                v,
+                home.is_some(),
+                at_home(i),
+                llcs.load[i],
+            );
+        }
+        let best = match cur {
+            Some(c) => pick(&s, c as i32, at_home(c), occ[c], switch_ratio),
+            None => pick(&s, -1, home.is_none(), 0, switch_ratio),
+        };
+        let Ok(best) = usize::try_from(best) else {
+            return Pref::None;
+        };
+        let [keep, fit, overload] = unsafe { rules_cache_pref_verdicts };
+        match verdict(
+            s.total,
+            llcs.cores[best],
+            llcs.overloaded[best],
+            epoch_ns,
+            aggr_tol,
+        ) {
+            v if v == keep => Pref::Llc(best),
+            v if v == fit => Pref::DropFit,
+            v if v == overload => Pref::DropOverload,
+            v => panic!("verdict {v}"),
+        }
+    }
+
+    const NODE0: [usize; 2] = [0, 0];
+    const LOAD0: [u32; 2] = [0, 0];
+
+    fn llcs<'a>(cores: &'a [u32], ovl: &'a [bool]) -> Llcs<'a> {
+        Llcs {
+            cores,
+            overloaded: ovl,
+            node: &NODE0,
+            load: &LOAD0,
+        }
+    }
+
+    #[test]
+    fn hysteresis_needs_twice() {
+        let l = llcs(&[4, 4], &[false, false]);
+        // LLC 1 leads, but not by more than 2x: keep 0
+        let occ = [1_000_000, 2_000_000];
+        assert_eq!(choose(&occ, Some(0), None, 2, 1, EP, &l), Pref::Llc(0));
+        // more than twice: switch
+        let occ = [1_000_000, 2_000_001];
+        assert_eq!(choose(&occ, Some(0), None, 2, 1, EP, &l), Pref::Llc(1));
+        // no current preference: the largest wins outright
+        let occ = [1_000_000, 1_000_001];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(1));
+        // nothing recorded
+        assert_eq!(choose(&[0, 0], None, None, 2, 1, EP, &l), Pref::None);
+        // ratio 1: any lead switches
+        let occ = [1_000_000, 1_000_001];
+        assert_eq!(choose(&occ, Some(0), None, 1, 1, EP, &l), Pref::Llc(1));
+    }
+
+    #[test]
+    fn fit_counts_cores_not_smt_siblings() {
+        // epyc-l3numa's LLC: 4 CPUs, 2 cores of 2 SMT siblings. hackbench -T
+        // with 2 pairs keeps about 2.2 threads running: over 80% of 2 cores
+        // (1.6), so no preference; 1 pair (about 1.1) fits.
+        assert_eq!(cores(4, 2), 2);
+        let l = llcs(&[2, 2], &[false, false]);
+        let occ = [2 * 22 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::DropFit);
+        let occ = [2 * 11 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        // the same load on 4 cores without SMT (spr-1n2llc) fits
+        assert_eq!(cores(4, 1), 4);
+        let l = llcs(&[4, 4], &[false, false]);
+        let occ = [2 * 22 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        // at least one core
+        assert_eq!(cores(1, 2), 1);
+    }
+
+    #[test]
+    fn backs_off_when_it_does_not_fit() {
+        let l = llcs(&[4, 4], &[false, false]);
+        // steady state: occ sum = 2 x runtime per epoch. 3 threads busy on
+        // 4 cores = 75% < 80%: fits
+        let occ = [2 * 3 * EP, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        // 3.3 threads busy > 3.2: does not fit
+        let occ = [2 * 33 * EP / 10, 0];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::DropFit);
+        // tolerance 2 doubles the limit; 100 removes it
+        assert_eq!(choose(&occ, None, None, 2, 2, EP, &l), Pref::Llc(0));
+        let occ = [2 * 100 * EP, 0];
+        assert_eq!(choose(&occ, None, None, 2, 100, EP, &l), Pref::Llc(0));
+        // overloaded LLC
+        let occ = [EP, 0];
+        assert_eq!(
+            choose(&occ, None, None, 2, 1, EP, &llcs(&[4, 4], &[true, false])),
+            Pref::DropOverload
+        );
+    }
+
+    #[test]
+    fn home_node_bounds_the_choice() {
+        // 4 LLCs, two per node; LLC 3 (node 1) is the busiest
+        let node = [0, 0, 1, 1];
+        let load = [0, 0, 3 * ONE, ONE];
+        let l = Llcs {
+            cores: &[4; 4],
+            overloaded: &[false; 4],
+            node: &node,
+            load: &load,
+        };
+        let occ = [EP / 2, EP, 0, 4 * EP];
+        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(3));
+        // home node 0: the best LLC inside it, however much ran elsewhere
+        assert_eq!(choose(&occ, None, Some(0), 2, 1, EP, &l), Pref::Llc(1));
+        // a preference outside the home is left without hysteresis
+        assert_eq!(choose(&occ, Some(3), Some(0), 2, 1, EP, &l), Pref::Llc(1));
+        // inside the home, hysteresis as usual: LLC 1 is not twice LLC 0
+        let occ = [EP, 2 * EP, 0, 0];
+        assert_eq!(choose(&occ, Some(0), Some(0), 2, 1, EP, &l), Pref::Llc(0));
+        // homed on node 1 with no runtime there yet: its least loaded LLC
+        let occ = [4 * EP, 0, 0, 0];
+        assert_eq!(choose(&occ, None, Some(1), 2, 1, EP, &l), Pref::Llc(3));
+        // the fit limit still counts the runtime of every LLC
+        let occ = [8 * EP, 0, 0, 0];
+        assert_eq!(choose(&occ, None, Some(1), 2, 1, EP, &l), Pref::DropFit);
+    }
+
+    #[test]
+    fn decay_halves_per_epoch() {
+        let occ = [1024, 3, u64::MAX].map(|v| decay(v, 1));
+        assert_eq!(occ, [512, 1, u64::MAX >> 1]);
+        assert_eq!(occ.map(|v| decay(v, 64)), [0, 0, 0]);
+    }
+
+    #[test]
+    fn gates() {
+        let one = ONE;
+        assert_eq!(busy_pct(2 * one, 4), 50);
+        assert_eq!(busy_pct(4 * one, 4), 100);
+        assert_eq!(busy_pct(one, 0), 0);
+        // runnable tasks up to the CPUs: never overloaded
+        assert!(!overloaded(4 * one, 4 * one, 4));
+        // more tasks than CPUs and util above 100/117 (85.5%) of 4 CPUs
+        assert!(overloaded(4 * one + 1, 4 * one, 4));
+        assert!(overloaded(5 * one, 35 * one / 10, 4)); // 87.5%
+                                                        // a burst queued on a half-idle LLC is not overload
+        assert!(!overloaded(6 * one, 2 * one, 4));
+        assert!(!overloaded(5 * one, 34 * one / 10, 4)); // 85%
+                                                         // into: destination lightly used -> allowed whatever the source
+        assert!(may_enter(0, 50, 50, 20));
+        // destination over 50% but not 20% busier than the source
+        assert!(may_enter(60, 72, 50, 20));
+        // over 50% and more than 20% busier: refused
+        assert!(!may_enter(60, 73, 50, 20));
+        assert!(!may_enter(0, 51, 50, 20));
+        // out: only when the preferred LLC is overloaded
+        assert!(!may_leave(false));
+        assert!(may_leave(true));
+    }
+}
+
+/// The wake-up search (push_rules.h).
+mod push {
+    extern "C" {
+        fn rules_push_wake_wide(waker_flips: u32, wakee_flips: u32, llc_cpus: u32) -> bool;
+    }
+
+    fn wake_wide(waker_flips: u32, wakee_flips: u32, llc_cpus: u32) -> bool {
+        unsafe { rules_push_wake_wide(waker_flips, wakee_flips, llc_cpus) }
+    }
+
+    #[test]
+    fn wake_wide_needs_one_task_feeding_many() {
+        // a pair, or a task with no context (0 flips): not wide
+        assert!(!wake_wide(0, 0, 4));
+        assert!(!wake_wide(1, 1, 4));
+        // hackbench: every sender writes to every receiver, all flip a lot
+        assert!(!wake_wide(1500, 1500, 4));
+        // a dispatcher feeding a pool: wide once the pool's tasks flip too
+        assert!(!wake_wide(100, 3, 4));
+        assert!(wake_wide(100, 4, 4));
+        assert!(wake_wide(16, 4, 4));
+        assert!(!wake_wide(15, 4, 4));
+        // either side may be the busier flipper
+        assert!(wake_wide(4, 100, 4));
+    }
+}
