@@ -12,7 +12,7 @@ def test_every_case_is_bounded_by_its_budget():
     for c, f, u in zip(soak.CASES, fast, full):
         assert (f.timeout_s, u.timeout_s) == c.budget_s
     start_stop = fast[[c.name for c in soak.CASES].index("start-stop")]
-    assert start_stop.sched.is_eevdf and start_stop.command.endswith("5 --no-steal")
+    assert start_stop.sched.is_eevdf and start_stop.command.endswith("3 --no-steal")
 
 
 def _result(tmp_path, exits, klog="", completed=True):
