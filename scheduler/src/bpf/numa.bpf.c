@@ -133,11 +133,8 @@
  *    Rules 4 and 5 and home nodes still apply, and a task does not follow
  *    its waker (rule 2b) into a node it would overload. The averaged load
  *    cannot show this state: hackbench over sockets keeps about one task
- *    per CPU on average while every wake-up finds its node's CPUs busy.
- *    epyc-l3numa (4 nodes of 4 CPUs), hackbench -T sockets, 4 and 8 pairs,
- *    2 boots against EEVDF: -6.4% and -3.1% (n.s.) with this rule and the
- *    clock below; this rule alone, before the clock change, had left
- *    -33% and -56%, so its own share of the gain is not measured.
+ *    per CPU on average while every wake-up finds its node's CPUs busy
+ *    (docs/decisions.md, "Overloaded nodes and the BPF clock").
  *
  * NUMA_OFF is the behaviour before this file existed, with cross-node
  * steals on: an idle CPU that found nothing in its SMT core, LLC and node
@@ -147,11 +144,9 @@
  * special.
  *
  * Clock: scx_bpf_now() (the run queue's clock, else sched_clock), not
- * bpf_ktime_get_ns(): this file runs in every wake-up, and in the lab's
- * guests the clocksource is the HPET, whose every read is an emulated
- * device access. epyc-l3numa, hackbench -T over sockets, 4 and 8 pairs,
- * against EEVDF in the same boots (2 boots): with a few ktime reads per
- * wake-up -21.0% and -50.8%*, with scx_bpf_now() -7.3% and -5.4% (n.s.).
+ * bpf_ktime_get_ns(): this file runs in every wake-up, and a clocksource
+ * read can be dear (an emulated HPET cost whole percents of hackbench;
+ * docs/decisions.md, "Overloaded nodes and the BPF clock").
  *
  * Stats: STAT_XNODE_* (cross-node moves by cause), STAT_NUMA_* (policy
  * decisions); node_load / node_load_sum / load_samples (globals).
@@ -172,12 +167,10 @@ u32 llc_load[MAX_LLCS];
  * the CPU spent running tasks (at most 1 << LOAD_SHIFT per CPU), from run
  * time, not from the idle bit at the sample: what cache.bpf.c's gates
  * compare, as upstream compares util, not the number of runnable tasks.
- * Sampling the idle bit read far too high: spr-1n2llc, hackbench -T
- * sockets 2 pairs in one LLC, llc_util 3.2-3.6 CPUs of 4 while the
- * guest's /proc/stat put that LLC at 2.0 busy and our own run-time
- * accounting at 2.2, so the gate called the LLC overloaded (load over 4
- * and util over 85%) and dropped the process's preference several times a
- * second. Run time per CPU: cpu_busy_ns (closed runs, ops.stopping) plus
+ * Sampling the idle bit read far too high (a communicating group busy on
+ * about half of an LLC read as nearly all of it), so the cache gate called
+ * the LLC overloaded and dropped the process's preference several times a
+ * second (docs/decisions.md, cache-aware measurements). Run time per CPU: cpu_busy_ns (closed runs, ops.stopping) plus
  * the open run since cpu_run_since (ops.running); cpu_busy_seen is what
  * the last sample had taken.
  */
@@ -535,10 +528,9 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 /*
  * Rule 2b's partner test (numa_rule_few_partners()) for the wakee @t and
  * the waker @w (either may be NULL), which runs on @waker_cpu; both
- * counts are kept by push_record_wakee() in push.bpf.c. epyc-l3numa,
- * hackbench -T sockets: about 1,300 follows per run without this test, 3
- * with it; the speed gap measured then was mostly the clock, see above,
- * so this test's own effect on speed is not measured.
+ * counts are kept by push_record_wakee() in push.bpf.c. Without it a
+ * task feeding many wakees piled them all on its node (docs/decisions.md,
+ * "Overloaded nodes and the BPF clock").
  */
 static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ctx *w,
 					      s32 waker_cpu)

@@ -104,11 +104,8 @@ static __always_inline bool push_wake_wide(struct task_ctx *t, struct task_ctx *
  * LLC. The kernel moves the wakee there (wake_affine() makes the waker's
  * CPU the target, select_idle_sibling() searches the target's LLC); a
  * search around prev alone keeps a pipe's two ends in different LLCs of a
- * node as long as both LLCs have an idle CPU. Lab, spr-1n2llc (one node,
- * two LLCs of 4 CPUs), hackbench -T 2 pairs, share of the process's
- * runtime in its top LLC, cache-aware off: 53-58% without this step
- * (sessions 9 and 11), 69-77% with it (runs/aff2-s11, runs/cache-spr-s11,
- * 3 boots each), EEVDF 98-99%. The rest of the way is cache.bpf.c's.
+ * node as long as both LLCs have an idle CPU (docs/decisions.md, "Wake
+ * affine"). The rest of the way is cache.bpf.c's.
  *
  * Not taken: when the waker's CPU has tasks queued (it is not about to be
  * free: the kernel's sync test, nr_running == 1); when the wake-up is wide
