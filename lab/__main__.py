@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import os
 import sys
 import traceback
 from dataclasses import asdict
@@ -209,6 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         name = e.args[0] if isinstance(e, run.Interrupted) else "SIGINT"
         print(f"lab: interrupted ({name}); no QEMU of this run is left" +
               (f" (killed pid {', '.join(map(str, killed))})" if killed else ""), file=sys.stderr)
+        return run.EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader of our output went away (`| head`): stop like an interrupt, quietly
+        killed = run.kill_all_guests()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        print("lab: output closed (broken pipe); stopped" +
+              (f" (killed QEMU pid {', '.join(map(str, killed))})" if killed else ""), file=sys.stderr)
         return run.EXIT_INTERRUPTED
     except Exception as e:
         killed = run.kill_all_guests()
