@@ -53,6 +53,7 @@
 mod bpf_intf;
 mod bpf_skel;
 mod cache;
+mod home;
 mod memory;
 mod numa;
 mod stats;
@@ -767,30 +768,11 @@ impl<'a> Scheduler<'a> {
         cache::top_n(all.into_values().collect(), self.cache_top)
     }
 
-    /// Copy the memory thread's home plan into proc_home when it changed,
-    /// then bump home_gen so tasks re-read their home (home.bpf.c).
+    /// Copy the memory thread's home plan into BPF when it changed.
     fn home_sync(&mut self) {
-        let Some(t) = &self.memory else { return };
-        let plan = match t.homes.lock() {
-            Ok(h) if h.gen != self.home_gen => h.clone(),
-            _ => return,
-        };
-        let map = &self.skel.maps.proc_home;
-        for key in map.keys().collect::<Vec<_>>() {
-            let keep = key.len() >= 4 && plan.map.contains_key(&u32::from_ne_bytes(key[..4].try_into().unwrap()));
-            if !keep {
-                let _ = map.delete(&key);
-            }
+        if let Some(t) = &self.memory {
+            home::sync(&mut self.skel, &t.homes, &mut self.home_gen);
         }
-        for (tgid, node) in &plan.map {
-            if let Err(e) = map.update(&tgid.to_ne_bytes(), &(*node as i32).to_ne_bytes(), MapFlags::ANY) {
-                warn!("home node of {tgid}: {e}");
-            }
-        }
-        if let Some(bss) = self.skel.maps.bss_data.as_mut() {
-            bss.home_gen = plan.gen;
-        }
-        self.home_gen = plan.gen;
     }
 
     fn cache_read(&self) -> Vec<cache::CacheProc> {
