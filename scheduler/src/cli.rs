@@ -19,7 +19,6 @@ use clap::{ArgAction, Parser};
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::bpf_intf;
 use crate::memory::MemoryMode;
 use crate::numa::NumaBalance;
 
@@ -52,7 +51,7 @@ pub const EXIT_EJECTED: i32 = 7;
 )]
 pub struct Opts {
     /// Time slice in microseconds.
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_SLICE_US as u64,
+    #[arg(long, default_value_t = 5000,
           value_parser = clap::value_parser!(u64).range(100..=100_000))]
     pub slice_us: u64,
 
@@ -64,7 +63,7 @@ pub struct Opts {
     /// of virtual time ahead of the running one preempts it. 0 (default)
     /// = off: 1000 did not lower wakelat's latency in the lab (see
     /// bpf/main.bpf.c, wake_preempt).
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_WAKE_GRAN_US as u64,
+    #[arg(long, default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub wake_gran_us: u64,
 
@@ -91,7 +90,7 @@ pub struct Opts {
 
     /// Period of the cross-node balance pass, in milliseconds; also the
     /// least time between two node changes of one task (policy modes).
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_NUMA_INTERVAL_MS as u64,
+    #[arg(long, default_value_t = 150,
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub numa_interval_ms: u64,
 
@@ -155,37 +154,37 @@ pub struct Opts {
     /// Cache-aware: scales the fit limit (a process keeps its preferred LLC
     /// while its running threads need at most 80% x N of the LLC's cores,
     /// SMT siblings counted once); 100 = no limit.
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_AGGR_TOL,
+    #[arg(long, default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub aggr_tolerance: u32,
 
     /// Cache-aware: hysteresis; the preferred LLC changes only when another
     /// LLC has more than N times its occupancy.
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_SWITCH_RATIO,
+    #[arg(long, default_value_t = 2,
           value_parser = clap::value_parser!(u32).range(1..=16))]
     pub cache_switch_ratio: u32,
 
     /// Cache-aware: epoch length in ms; occupancy halves every epoch.
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_EPOCH_MS as u64,
+    #[arg(long, default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub epoch_period_ms: u64,
 
     /// Cache-aware: epochs without activity after which a process's
     /// preferred LLC is ignored.
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_EPOCH_TIMEOUT,
+    #[arg(long, default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub epoch_affinity_timeout: u32,
 
     /// Cache-aware: a move into the preferred LLC is refused when that LLC
     /// is more than PCT busy (utilisation, so 100 turns the gate off) and
     /// busier than the source by --imb-pct.
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_OVERAGGR_PCT,
+    #[arg(long, default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub overaggr_pct: u32,
 
     /// Cache-aware: how much busier (percent) than the source the
     /// preferred LLC may be before a move into it is refused.
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_CACHE_IMB_PCT,
+    #[arg(long, default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub imb_pct: u32,
 
@@ -237,7 +236,7 @@ pub struct Opts {
     /// Period of the sampling timer (idle-while-queued estimate, load
     /// averages, rescue kicks), in microseconds. Every run is a softirq on
     /// one CPU: 1000 cost netperf TCP_STREAM ~10% on haswell2s.
-    #[arg(long, default_value_t = bpf_intf::locality_consts_DFL_IWQ_PERIOD_US as u64,
+    #[arg(long, default_value_t = 4000,
           value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
     pub iwq_period_us: u64,
 
@@ -262,21 +261,11 @@ pub struct Opts {
     pub verbose: u8,
 }
 
-/// Idle tracking used by the push side when neither --sparse-idle nor
-/// --no-sparse-idle is given (see bpf/push.bpf.c for why).
-const DFL_SPARSE_IDLE: bool = false;
-
 impl Opts {
-    /// Sparse idle tracking in force: the last of --sparse-idle /
-    /// --no-sparse-idle wins, neither gives DFL_SPARSE_IDLE.
+    /// Sparse idle tracking in force (only with --sparse-idle; the last
+    /// of --sparse-idle / --no-sparse-idle wins).
     pub fn sparse_idle(&self) -> bool {
-        if self.sparse_idle {
-            true
-        } else if self.no_sparse_idle {
-            false
-        } else {
-            DFL_SPARSE_IDLE
-        }
+        self.sparse_idle && !self.no_sparse_idle
     }
 
     /// Cache-aware scheduling in force (only with --cache-aware; the last
@@ -435,7 +424,7 @@ mod tests {
     #[test]
     fn sparse_idle_flags() {
         let o = parse(&[]).unwrap();
-        assert_eq!(o.sparse_idle(), DFL_SPARSE_IDLE);
+        assert!(!o.sparse_idle());
         assert!(parse(&["--sparse-idle"]).unwrap().sparse_idle());
         assert!(!parse(&["--no-sparse-idle"]).unwrap().sparse_idle());
         // the last of the pair wins; a repeat is refused like other switches

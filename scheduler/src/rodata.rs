@@ -10,7 +10,7 @@
 use anyhow::{anyhow, Result};
 use log::warn;
 
-use crate::bpf_skel::OpenBpfSkel;
+use crate::bpf_skel::{types, OpenBpfSkel};
 use crate::cache;
 use crate::cli::Opts;
 use crate::numa::{self, NumaBalance};
@@ -42,12 +42,17 @@ pub fn write(skel: &mut OpenBpfSkel, opts: &Opts, topo: &Topo) -> Result<Written
         ops.exit_dump_len = opts.exit_dump_len;
     }
 
-    let b = topo.to_bpf();
     let r = skel
         .maps
         .rodata_data
         .as_mut()
         .ok_or_else(|| anyhow!("BPF object has no rodata"))?;
+    Ok(fill(r, opts, topo))
+}
+
+/// Every rodata variable, from the options and the topology.
+fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
+    let b = topo.to_bpf();
     r.nr_cpus = b.nr_cpus;
     r.nr_llcs = b.nr_llcs;
     r.nr_nodes = b.nr_nodes;
@@ -105,11 +110,46 @@ pub fn write(skel: &mut OpenBpfSkel, opts: &Opts, topo: &Topo) -> Result<Written
     r.node_off[..b.node_off.len()].copy_from_slice(&b.node_off);
     r.node_cpus[..b.node_cpus.len()].copy_from_slice(&b.node_cpus);
 
-    Ok(Written { cache_on, allowances })
+    Written { cache_on, allowances }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::topology::RawCpu;
+    use clap::Parser;
+
+    /// What the agent writes with no flag, on 2 nodes of 2 CPUs (one LLC
+    /// each, no SMT): the defaults the BPF side runs with.
+    #[test]
+    fn defaults_written() {
+        let online: Vec<RawCpu> =
+            (0..4).map(|cpu| RawCpu { cpu, node: cpu / 2, llc_key: cpu / 2, core_key: cpu }).collect();
+        let topo = Topo::from_raw(&[0, 1, 2, 3], &online).unwrap();
+        let opts = Opts::try_parse_from(["scx_locality"]).unwrap();
+        // all-zero is a valid rodata (integers, bools and arrays of them)
+        let mut r: Box<types::rodata> = Box::new(unsafe { std::mem::zeroed() });
+        let w = fill(&mut r, &opts, &topo);
+        assert_eq!((r.nr_cpus, r.nr_llcs, r.nr_nodes), (4, 2, 2));
+        assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
+        assert_eq!(r.iwq_period_ns, 4_000_000);
+        assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle);
+        assert!(!r.steal_cross_node && r.push_cross_node && r.wake_follow && r.wake_affine);
+        assert!(!r.place_at_fork);
+        assert_eq!(r.numa_mode, NumaBalance::Upstream.bpf_mode());
+        assert_eq!(r.numa_interval_ns, 150_000_000);
+        assert_eq!(&r.node_imb_nr[..3], &[1, 1, 0]);
+        assert_eq!(w.allowances, vec![1, 1]);
+        assert!(r.home_enabled);
+        assert!(!r.cache_aware && !r.cache_track && !r.cache_wake_aggr && !w.cache_on);
+        assert_eq!((r.cache_epoch_ns, r.cache_epoch_timeout, r.cache_switch_ratio), (10_000_000, 50, 2));
+        assert_eq!((r.cache_aggr_tol, r.cache_overaggr_pct, r.cache_imb_pct), (1, 50, 20));
+        assert_eq!((&r.cpu_node[..4], &r.cpu_llc[..4], &r.cpu_core[..4]), (&[0, 0, 1, 1][..], &[0, 0, 1, 1][..], &[0, 1, 2, 3][..]));
+        assert_eq!((&r.cpu_topo_known[..4], &r.cpu_nr_sibs[..4]), (&[1, 1, 1, 1][..], &[0, 0, 0, 0][..]));
+        assert_eq!((&r.llc_off[..3], &r.node_off[..3]), (&[0, 2, 4][..], &[0, 2, 4][..]));
+        assert_eq!((&r.llc_cpus[..4], &r.node_cpus[..4]), (&[0, 1, 2, 3][..], &[0, 1, 2, 3][..]));
+    }
+
     /// Variables of the skeleton's rodata that scx_utils writes itself:
     /// the kernel's enum values (import_enums!), the library's feature bits
     /// and the size of the exit dump (uei_set_size!, from exit_dump_len).
