@@ -18,7 +18,8 @@
 //! --no-idle-core, --sparse-idle / --no-sparse-idle (idle tracking of the
 //! push side, see bpf/idle.bpf.c), --no-wake-affine,
 //! --steal-cross-node, --no-push-cross-node, --no-wake-follow,
-//! --place-at-fork, --numa-balance, --numa-interval-ms, --iwq-period-us, --cache-aware / --no-cache-aware,
+//! --place-at-fork, --numa-balance, --numa-interval-ms, --heartbeat-us,
+//! --cache-aware / --no-cache-aware,
 //! --cache-wake-aggr, --aggr-tolerance, --cache-switch-ratio,
 //! --epoch-period-ms, --epoch-affinity-timeout, --overaggr-pct, --imb-pct,
 //! --cache-top (cache-aware scheduling, see cache.rs and bpf/cache.bpf.c),

@@ -59,7 +59,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.slice_ns = opts.slice_us * 1000;
     // a sleeper may come back at most one slice ahead of the front
     r.slice_lag_ns = opts.slice_us * 1000;
-    r.iwq_period_ns = opts.iwq_period_us * 1000;
+    r.iwq_period_ns = opts.heartbeat_us * 1000;
     r.no_steal = opts.no_steal;
     r.no_idle_core = opts.no_idle_core;
     r.sparse_idle = opts.sparse_idle();
