@@ -200,7 +200,7 @@ struct Scheduler<'a> {
     memory_mode: MemoryMode,
     memory_budget_mbps: u64,
     /// Its stats once stopped.
-    memory_last: memory::MemStats,
+    memory_last: memory::report::MemStats,
     /// Generation of the home plan last written to proc_home.
     home_gen: u64,
 }

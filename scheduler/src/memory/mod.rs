@@ -63,6 +63,7 @@ mod sample;
 
 use migrate::Budget;
 use plan::{parse_numa_maps_line, Vma};
+// pub only for stats.rs, which is to import memory::report instead
 pub use report::{MemProc, MemStats};
 
 /// --memory values.
