@@ -126,10 +126,7 @@ pub fn sync(skel: &mut BpfSkel, homes: &Mutex<Homes>, synced: &mut u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cand(pid: u32, busy: usize, pages: u64, pref: Option<usize>, bound: Option<usize>) -> NodeCand {
-        NodeCand { pid, busy, pages, pref, bound }
-    }
+    use crate::memory::affinity::tests::cand;
 
     #[test]
     fn home_assignment() {

@@ -146,10 +146,11 @@ fn set_affinity(tid: u32, cpus: &[usize]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn cand(pid: u32, busy: usize, pages: u64, pref: Option<usize>, bound: Option<usize>) -> NodeCand {
+    /// A candidate, for these tests and home.rs's.
+    pub(crate) fn cand(pid: u32, busy: usize, pages: u64, pref: Option<usize>, bound: Option<usize>) -> NodeCand {
         NodeCand { pid, busy, pages, pref, bound }
     }
 
