@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! Node binding: CPU affinity as the agent's own lever.
+//! Node binding: a process that fits one node is bound to it.
 //!
 //! Tasks to their memory, hard (`--memory-node-affinity`, off by default):
-//! the agent's own lever is CPU affinity. With this switch, each process whose busy threads (more than a
+//! the agent's own lever is CPU affinity. With this switch, each process
+//! whose busy threads (more than a
 //! tenth of an interval each) fit the free CPUs of one node is bound to a
 //! node (its current one while it fits, else the node holding most of its
 //! anonymous memory, else the one with the most free CPUs), largest memory
