@@ -52,7 +52,7 @@ use std::time::Duration;
 
 use crate::bpf_intf as intf;
 use crate::cache::CacheProc;
-use crate::memory::MemProc;
+use crate::memory::report::{MemProc, MemStats};
 
 pub const NR_STATS: usize = intf::locality_stat_LOC_NR_STATS as usize;
 
@@ -216,7 +216,7 @@ loc_stats!(metrics_with_counters! {
 
 impl Metrics {
     /// Fill the memory placement fields from the memory thread's stats.
-    pub fn set_memory(&mut self, mode: &str, budget_mbps: u64, m: &crate::memory::MemStats) {
+    pub fn set_memory(&mut self, mode: &str, budget_mbps: u64, m: &MemStats) {
         self.memory_mode = mode.to_string();
         self.memory_budget_mbps = budget_mbps;
         self.memory_scans = m.scans;
@@ -741,7 +741,7 @@ mod tests {
         m.max_wait_task = "pid 1 cpu 2".into();
         m.bpf_prog.insert("enqueue".into(), ProgRunTime { run_time_ns: 10, run_cnt: 1 });
         m.cache_procs = vec![CacheProc { tgid: 42, ..Default::default() }];
-        let mut ms = crate::memory::MemStats {
+        let mut ms = MemStats {
             scans: 3,
             pages_migrated: 99,
             bytes_migrated: 5 << 20,

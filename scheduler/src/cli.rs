@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! The command line: the agent's options (Opts, clap) with their defaults,
+//! the documented exit codes and the one-line error format.
+//!
+//! Defaults: each is stated once, in its clap definition below; a choice
+//! that depends on other flags is made by one Opts method (numa_mode(),
+//! home_node()). The rest of the agent reads Opts, and rodata.rs hands every
+//! value the BPF side reads to it, so no other place states a default.
+//!
+//! Names: `--no-X` turns off something on by default, `--X` turns on
+//! something off by default; periods and durations end in `-ms` or `-us`.
+//! A renamed flag keeps its old spelling as a hidden alias.
+//!
+//! Errors: every error is one line on stderr starting
+//! `scx_locality: error: `: parse_opts() for a bad flag (exit 2, clap's
+//! code), classify() for the rest (fatal() carries its own exit code).
+
+use clap::{ArgAction, Parser};
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::memory::MemoryMode;
+use crate::numa::NumaBalance;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  clean exit (SIGINT/SIGTERM detached the scheduler)
+  1  other error
+  2  bad command-line flag
+  3  not root
+  4  kernel without sched_ext (/sys/kernel/sched_ext missing)
+  5  another sched_ext scheduler is already loaded
+  6  bad --topology-override file
+  7  scheduler ejected by the kernel (exit kind and reason are printed)";
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_ERROR: i32 = 1;
+pub const EXIT_NOT_ROOT: i32 = 3;
+pub const EXIT_NO_SCHED_EXT: i32 = 4;
+pub const EXIT_BUSY: i32 = 5;
+pub const EXIT_BAD_OVERRIDE: i32 = 6;
+pub const EXIT_EJECTED: i32 = 7;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "scx_locality",
+    version,
+    about = "Locality-aware sched_ext scheduler: idle-core/LLC/node push at wakeup, \
+             SMT/LLC/node pull when idle",
+    after_help = EXIT_CODES
+)]
+pub struct Opts {
+    /// Time slice in microseconds.
+    #[arg(long, default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(100..=100_000))]
+    pub slice_us: u64,
+
+    /// Disable the pull side (dispatch-time stealing and stealer wake-ups).
+    #[arg(long)]
+    pub no_steal: bool,
+
+    /// Wake-up preemption: a woken task more than this many microseconds
+    /// of virtual time ahead of the running one preempts it. 0 (default)
+    /// = off: 1000 did not lower wakelat's latency in the lab (see
+    /// bpf/main.bpf.c, wake_preempt).
+    #[arg(long, default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub wake_gran_us: u64,
+
+    /// Skip the idle-core steps of the push side (prev core, idle core in
+    /// the LLC): an A/B switch for the idle-core preference.
+    #[arg(long)]
+    pub no_idle_core: bool,
+
+    /// Allow stealing from CPUs of other NUMA nodes whenever a CPU would
+    /// otherwise idle. Without --numa-balance this selects
+    /// --numa-balance=off (the behaviour this flag always had); with a
+    /// policy mode it is ignored (the policy decides).
+    #[arg(long)]
+    pub steal_cross_node: bool,
+
+    /// NUMA balancing policy. off: cross-node steals whenever a CPU would
+    /// idle (= --steal-cross-node), wake-ups leave the node when it has no
+    /// idle CPU; upstream: Linux's bounded imbalance (imb_numa_nr); idle-cpus:
+    /// the allowance of Gorman's 2019 v2 patch (small imbalances ignored while
+    /// the busiest node keeps about half its CPUs idle). Default: upstream
+    /// (off with --steal-cross-node).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub numa_balance: Option<NumaBalance>,
+
+    /// Period of the cross-node balance pass, in milliseconds; also the
+    /// least time between two node changes of one task (policy modes).
+    #[arg(long, default_value_t = 150,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub numa_interval_ms: u64,
+
+    /// Idle-CPU search at wakeup from our own sparse idle flags (one cache
+    /// line per CPU, updated by ops.update_idle, searched by walking the
+    /// LLC / node CPU lists; bpf/idle.bpf.c) instead of the kernel's
+    /// built-in idle masks. Off by default: see bpf/push.bpf.c for the
+    /// lab figures.
+    #[arg(long, overrides_with = "no_sparse_idle")]
+    pub sparse_idle: bool,
+
+    /// Use the kernel's built-in idle masks for the wakeup search (default).
+    #[arg(long, overrides_with = "sparse_idle")]
+    pub no_sparse_idle: bool,
+
+    /// Never place a waking task on an idle CPU outside its previous node.
+    #[arg(long)]
+    pub no_push_cross_node: bool,
+
+    /// NUMA policy: a task woken synchronously from another node never
+    /// follows its waker there (numa.bpf.c rule 2b; A/B switch).
+    #[arg(long)]
+    pub no_wake_follow: bool,
+
+    /// NUMA policy: place a new process on the least loaded node at fork
+    /// too, not only at exec (a forked child then starts away from the
+    /// memory it shares with its parent).
+    #[arg(long)]
+    pub place_at_fork: bool,
+
+    /// A task woken synchronously by a task in another LLC of its node is
+    /// not moved to an idle CPU of the waker's LLC (push.bpf.c step 0b,
+    /// the kernel's wake_affine(); A/B switch).
+    #[arg(long)]
+    pub no_wake_affine: bool,
+
+    /// Cache-aware scheduling (off by default): each multi-threaded process
+    /// gets a preferred LLC; idle CPUs pull its tasks there and
+    /// steals/wakeups do not take them out of it while it is not
+    /// overloaded; an idle CPU of the preferred LLC asks a task running
+    /// elsewhere to come at its next wake-up. Off by default: in the lab
+    /// (spr-1n2llc, hackbench -T 2 pairs, 3 boots) it keeps a 4-thread
+    /// process's runtime in one LLC (99-100%, without it 76-77%, EEVDF
+    /// 98-99%) and was not slower than EEVDF anywhere, but its speed gains
+    /// are mostly within the noise, and the NUMA and memory benchmarks
+    /// were measured with it off and have not been re-run with it on.
+    #[arg(long, overrides_with = "no_cache_aware")]
+    pub cache_aware: bool,
+
+    /// Switch cache-aware scheduling off.
+    #[arg(long, overrides_with = "cache_aware")]
+    pub no_cache_aware: bool,
+
+    /// Wake-time aggregation (off by default, as in Chen/Chen/Zijlstra): a waking
+    /// task takes an idle CPU of its process's preferred LLC (same node)
+    /// instead of searching from its previous LLC, at every wake-up (without
+    /// it only tasks asked by an idle CPU there do). Needs cache-aware.
+    #[arg(long)]
+    pub cache_wake_aggr: bool,
+
+    /// Cache-aware: scales the fit limit (a process keeps its preferred LLC
+    /// while its running threads need at most 80% x N of the LLC's cores,
+    /// SMT siblings counted once); 100 = no limit.
+    #[arg(long, default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub aggr_tolerance: u32,
+
+    /// Cache-aware: hysteresis; the preferred LLC changes only when another
+    /// LLC has more than N times its occupancy.
+    #[arg(long, default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub cache_switch_ratio: u32,
+
+    /// Cache-aware: epoch length in ms; occupancy halves every epoch.
+    #[arg(long, default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub epoch_period_ms: u64,
+
+    /// Cache-aware: epochs without activity after which a process's
+    /// preferred LLC is ignored.
+    #[arg(long, default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub epoch_affinity_timeout: u32,
+
+    /// Cache-aware: a move into the preferred LLC is refused when that LLC
+    /// is more than PCT busy (utilisation, so 100 turns the gate off) and
+    /// busier than the source by --imb-pct.
+    #[arg(long, default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub overaggr_pct: u32,
+
+    /// Cache-aware: how much busier (percent) than the source the
+    /// preferred LLC may be before a move into it is refused.
+    #[arg(long, default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub imb_pct: u32,
+
+    /// Cache-aware: processes listed in the statistics (top by runtime).
+    #[arg(long, default_value_t = 8,
+          value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub cache_top: u64,
+
+    /// Memory placement (agent-side, memory.rs): off does nothing at all;
+    /// local moves each process's memory to its home node; spread (van
+    /// Riel 2014) does that for single-node processes and, for processes
+    /// spanning nodes, keeps private memory on its node and spreads shared
+    /// memory over the active nodes.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = MemoryMode::Spread)]
+    pub memory: MemoryMode,
+
+    /// Memory placement: most MB migrated in any one second.
+    #[arg(long, default_value_t = 128,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub memory_budget_mbps: u64,
+
+    /// Memory placement: bind each process whose busy threads fit one node
+    /// to a node (the one holding its memory if it has room), so that it
+    /// becomes single-node and its memory can follow; restricted threads
+    /// are left alone, masks are given back on exit. Off by default: it
+    /// overrides the CPU affinity the application sees.
+    #[arg(long)]
+    pub memory_node_affinity: bool,
+
+    /// Memory placement: do not give processes home nodes. By default each
+    /// process with two or more busy threads that fit one node gets a home
+    /// node (the one holding its memory if it has room, within a fair share
+    /// of the busy threads) and BPF keeps its threads there: wake-ups go
+    /// home, pushes and steals do not take them away, the balance pass
+    /// sends them back or swaps two (home.bpf.c). A soft preference, unlike
+    /// --memory-node-affinity. Needs --memory and a NUMA policy.
+    #[arg(long)]
+    pub no_home_node: bool,
+
+    /// Memory placement: period of the /proc scan, in milliseconds.
+    #[arg(long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub memory_interval_ms: u64,
+
+    /// JSON file replacing the LLC grouping, e.g. {"llcs": ["0-3", "4-7"]}.
+    #[arg(long, value_name = "FILE")]
+    pub topology_override: Option<PathBuf>,
+
+    /// Period of the heartbeat timer (idle-while-queued estimate, load
+    /// averages, rescue kicks), in microseconds. Every run is a softirq on
+    /// one CPU: 1000 cost netperf TCP_STREAM ~10% on haswell2s.
+    #[arg(long, alias = "iwq-period-us", default_value_t = 4000,
+          value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
+    pub heartbeat_us: u64,
+
+    /// Run the scheduler and print statistics every SECS seconds.
+    #[arg(long, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub stats: Option<u64>,
+
+    /// Do not load anything: print statistics of the running instance
+    /// every SECS seconds.
+    #[arg(long, value_name = "SECS", conflicts_with = "stats",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub monitor: Option<u64>,
+
+    /// Show descriptions for statistics.
+    #[arg(long)]
+    pub help_stats: bool,
+
+    /// Size of the kernel's debug dump on ejection, in bytes (0: default).
+    #[arg(long, default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=(1 << 24)))]
+    pub exit_dump_len: u32,
+
+    /// More logging (-v: debug, -vv: also libbpf debug output).
+    #[arg(short, long, action = ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl Opts {
+    /// Sparse idle tracking in force (only with --sparse-idle; the last
+    /// of --sparse-idle / --no-sparse-idle wins).
+    pub fn sparse_idle(&self) -> bool {
+        self.sparse_idle && !self.no_sparse_idle
+    }
+
+    /// Cache-aware scheduling in force (only with --cache-aware; the last
+    /// of --cache-aware / --no-cache-aware wins).
+    pub fn cache_aware(&self) -> bool {
+        self.cache_aware && !self.no_cache_aware
+    }
+
+    /// The NUMA mode in force: --numa-balance, else off if
+    /// --steal-cross-node was given (its old meaning), else upstream.
+    pub fn numa_mode(&self) -> NumaBalance {
+        match self.numa_balance {
+            Some(m) => m,
+            None if self.steal_cross_node => NumaBalance::Off,
+            None => NumaBalance::Upstream,
+        }
+    }
+
+    /// Home nodes (home.bpf.c): on unless --no-home-node; they need the
+    /// memory thread (it plans them) and a NUMA policy (it enforces them).
+    pub fn home_node(&self) -> bool {
+        !self.no_home_node && self.memory != MemoryMode::Off && self.numa_mode() != NumaBalance::Off
+    }
+}
+
+/// An error with its own exit code.
+#[derive(Debug)]
+struct Fatal {
+    code: i32,
+    msg: String,
+}
+
+impl fmt::Display for Fatal {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.msg)
+    }
+}
+
+impl std::error::Error for Fatal {}
+
+pub fn fatal(code: i32, msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Fatal {
+        code,
+        msg: msg.into(),
+    })
+}
+
+/// Map an error to (exit code, one-line message).
+pub fn classify(e: &anyhow::Error) -> (i32, String) {
+    if let Some(f) = e.downcast_ref::<Fatal>() {
+        return (f.code, f.msg.clone());
+    }
+    let msg = format!("{e:#}").replace('\n', " ");
+    (EXIT_ERROR, msg)
+}
+
+/// Parse the command line; on a bad flag print one prefixed line and exit 2
+/// (clap's code), --help/--version go to stdout with exit 0.
+pub fn parse_opts() -> Opts {
+    match Opts::try_parse() {
+        Ok(o) => o,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            eprintln!("scx_locality: error: {}", flag_error_line(&e));
+            std::process::exit(e.exit_code());
+        }
+    }
+}
+
+/// The first line of a clap error, without clap's own "error: " prefix.
+fn flag_error_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or("bad command line").trim();
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::anyhow;
+    use clap::error::ErrorKind;
+
+    fn parse(args: &[&str]) -> std::result::Result<Opts, clap::Error> {
+        Opts::try_parse_from(std::iter::once("scx_locality").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn defaults() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.slice_us, 5000);
+        assert_eq!(o.heartbeat_us, 4000);
+        assert!(!o.no_steal && !o.no_idle_core && !o.steal_cross_node);
+        assert!(o.stats.is_none() && o.monitor.is_none());
+        assert_eq!(o.numa_mode(), NumaBalance::Upstream);
+        assert_eq!(o.numa_interval_ms, 150);
+    }
+
+    #[test]
+    fn numa_flags() {
+        assert_eq!(parse(&["--numa-balance=off"]).unwrap().numa_mode(), NumaBalance::Off);
+        assert_eq!(
+            parse(&["--numa-balance", "idle-cpus"]).unwrap().numa_mode(),
+            NumaBalance::IdleCpus
+        );
+        // the old flag alone keeps its old meaning
+        assert_eq!(parse(&["--steal-cross-node"]).unwrap().numa_mode(), NumaBalance::Off);
+        assert_eq!(
+            parse(&["--steal-cross-node", "--numa-balance=upstream"])
+                .unwrap()
+                .numa_mode(),
+            NumaBalance::Upstream
+        );
+        assert!(parse(&["--numa-balance=bogus"]).is_err());
+        assert!(parse(&["--numa-interval-ms", "0"]).is_err());
+        assert_eq!(parse(&["--numa-interval-ms", "40"]).unwrap().numa_interval_ms, 40);
+    }
+
+    #[test]
+    fn cache_flags() {
+        let o = parse(&[]).unwrap();
+        assert!(!o.cache_aware() && !o.cache_wake_aggr);
+        assert_eq!(
+            (o.aggr_tolerance, o.cache_switch_ratio, o.epoch_period_ms),
+            (1, 2, 10)
+        );
+        assert_eq!((o.epoch_affinity_timeout, o.overaggr_pct, o.imb_pct), (50, 50, 20));
+        assert!(!parse(&["--no-cache-aware"]).unwrap().cache_aware());
+        assert!(parse(&["--cache-aware"]).unwrap().cache_aware());
+        // the last of the pair wins
+        assert!(parse(&["--no-cache-aware", "--cache-aware"]).unwrap().cache_aware());
+        assert!(!parse(&["--cache-aware", "--no-cache-aware"]).unwrap().cache_aware());
+        assert!(parse(&["--cache-wake-aggr"]).unwrap().cache_wake_aggr);
+        for bad in [
+            "--aggr-tolerance=0",
+            "--aggr-tolerance=101",
+            "--cache-switch-ratio=0",
+            "--cache-switch-ratio=17",
+            "--epoch-period-ms=0",
+            "--epoch-period-ms=10001",
+            "--epoch-affinity-timeout=0",
+            "--overaggr-pct=0",
+            "--overaggr-pct=101",
+            "--imb-pct=-1",
+            "--imb-pct=1001",
+            "--cache-top=1001",
+        ] {
+            let e = parse(&[bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let flag = bad.split('=').next().unwrap();
+            assert!(flag_error_line(&e).contains(flag), "{bad}: {e}");
+        }
+        assert_eq!(parse(&["--imb-pct=0"]).unwrap().imb_pct, 0);
+        assert_eq!(parse(&["--aggr-tolerance=100"]).unwrap().aggr_tolerance, 100);
+    }
+
+    #[test]
+    fn sparse_idle_flags() {
+        let o = parse(&[]).unwrap();
+        assert!(!o.sparse_idle());
+        assert!(parse(&["--sparse-idle"]).unwrap().sparse_idle());
+        assert!(!parse(&["--no-sparse-idle"]).unwrap().sparse_idle());
+        // the last of the pair wins; a repeat is refused like other switches
+        assert!(parse(&["--no-sparse-idle", "--sparse-idle"]).unwrap().sparse_idle());
+        assert!(!parse(&["--sparse-idle", "--no-sparse-idle"]).unwrap().sparse_idle());
+        assert_eq!(parse(&["--sparse-idle", "--sparse-idle"]).unwrap_err().exit_code(), 2);
+        // a switch, not an option with a value
+        let e = parse(&["--sparse-idle=1"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(flag_error_line(&e).contains("--sparse-idle"), "{e}");
+        // independent of the idle-core switch
+        let o = parse(&["--sparse-idle", "--no-idle-core"]).unwrap();
+        assert!(o.sparse_idle() && o.no_idle_core);
+    }
+
+    #[test]
+    fn memory_flags() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.memory, MemoryMode::Spread);
+        assert_eq!((o.memory_budget_mbps, o.memory_interval_ms), (128, 1000));
+        assert!(!o.memory_node_affinity);
+        assert!(parse(&["--memory-node-affinity"]).unwrap().memory_node_affinity);
+        assert!(o.home_node());
+        assert!(!parse(&["--no-home-node"]).unwrap().home_node());
+        assert!(!parse(&["--memory=off"]).unwrap().home_node());
+        assert!(!parse(&["--numa-balance=off"]).unwrap().home_node());
+        assert_eq!(parse(&["--memory=off"]).unwrap().memory, MemoryMode::Off);
+        assert_eq!(parse(&["--memory", "local"]).unwrap().memory, MemoryMode::Local);
+        assert_eq!(parse(&["--memory-budget-mbps=1"]).unwrap().memory_budget_mbps, 1);
+        assert_eq!(parse(&["--memory-interval-ms=100"]).unwrap().memory_interval_ms, 100);
+        for bad in [
+            "--memory=bogus",
+            "--memory-budget-mbps=0",
+            "--memory-budget-mbps=100001",
+            "--memory-interval-ms=99",
+            "--memory-interval-ms=60001",
+        ] {
+            let e = parse(&[bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let flag = bad.split('=').next().unwrap();
+            assert!(flag_error_line(&e).contains(flag), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn slice_range() {
+        assert_eq!(parse(&["--slice-us", "100"]).unwrap().slice_us, 100);
+        assert_eq!(parse(&["--slice-us", "100000"]).unwrap().slice_us, 100_000);
+        for bad in ["99", "100001", "0", "-5", "abc"] {
+            let arg = format!("--slice-us={bad}");
+            let e = parse(&[arg.as_str()]).unwrap_err();
+            assert!(
+                matches!(e.kind(), ErrorKind::ValueValidation | ErrorKind::InvalidValue),
+                "{bad}: {e}"
+            );
+            // clap exits with 2 for these
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains("--slice-us"), "{e}");
+        }
+    }
+
+    #[test]
+    fn flag_errors_are_one_line() {
+        let e = parse(&["--slice-us=5"]).unwrap_err();
+        let line = flag_error_line(&e);
+        assert!(!line.starts_with("error:"), "{line}");
+        assert!(line.contains("--slice-us") && line.contains("100..=100000"), "{line}");
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn other_ranges() {
+        assert!(parse(&["--stats", "0"]).is_err());
+        assert!(parse(&["--stats", "3601"]).is_err());
+        assert_eq!(parse(&["--stats", "2"]).unwrap().stats, Some(2));
+        assert!(parse(&["--monitor", "0"]).is_err());
+        assert!(parse(&["--heartbeat-us", "99"]).is_err());
+        assert!(parse(&["--wake-gran-us", "100001"]).is_err());
+        assert_eq!(parse(&["--wake-gran-us", "0"]).unwrap().wake_gran_us, 0);
+        assert_eq!(parse(&[]).unwrap().wake_gran_us, 0);
+        assert!(parse(&["--heartbeat-us", "1000001"]).is_err());
+        assert!(parse(&["--exit-dump-len", "16777217"]).is_err());
+        assert!(parse(&["--stats", "1", "--monitor", "1"]).is_err());
+        assert!(parse(&["--bogus"]).is_err());
+    }
+
+    #[test]
+    fn renamed_flags_keep_their_old_spelling() {
+        // (new, old): the old one is a hidden alias
+        for (new, old) in [("--heartbeat-us", "--iwq-period-us")] {
+            for flag in [new, old] {
+                assert_eq!(parse(&[&format!("{flag}=2000")]).unwrap().heartbeat_us, 2000, "{flag}");
+            }
+            let help = parse(&["--help"]).unwrap_err().to_string();
+            assert!(help.contains(new) && !help.contains(old), "{old}");
+        }
+    }
+
+    #[test]
+    fn flags() {
+        let o = parse(&[
+            "--no-steal",
+            "--no-idle-core",
+            "--steal-cross-node",
+            "--no-push-cross-node",
+            "--topology-override",
+            "/tmp/x.json",
+            "-vv",
+        ])
+        .unwrap();
+        assert!(o.no_steal && o.no_idle_core && o.steal_cross_node && o.no_push_cross_node);
+        assert_eq!(o.topology_override, Some(PathBuf::from("/tmp/x.json")));
+        assert_eq!(o.verbose, 2);
+    }
+
+    #[test]
+    fn help_lists_exit_codes() {
+        let e = parse(&["--help"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DisplayHelp);
+        let s = e.to_string();
+        for code in ["0  clean exit", "5  another sched_ext", "6  bad --topology-override", "7  scheduler ejected"] {
+            assert!(s.contains(code), "help lacks {code:?}");
+        }
+    }
+
+    #[test]
+    fn fatal_codes() {
+        let (c, m) = classify(&fatal(EXIT_BAD_OVERRIDE, "f.json: CPU 9 does not exist"));
+        assert_eq!((c, m.as_str()), (6, "f.json: CPU 9 does not exist"));
+        let (c, m) = classify(&anyhow!("line one\nline two").context("loading"));
+        assert_eq!(c, EXIT_ERROR);
+        assert!(!m.contains('\n'));
+        assert!(m.starts_with("loading: "), "{m}");
+    }
+}

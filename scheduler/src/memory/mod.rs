@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Memory placement for sched_ext tasks (`--memory=off|local|spread`).
+//!
+//! Idea: the kernel's NUMA balancing never scans a sched_ext task (its
+//! scanner is started from the fair class's tick only), so under any
+//! sched_ext scheduler nothing moves a task's memory towards where it runs.
+//! This module does it from the agent: it watches where each process's
+//! threads run, derives the process's home node and active nodes, and
+//! migrates the process's resident pages that sit on the wrong node, within
+//! a migration budget.
+//!
+//! Origin: Rik van Riel 2014, "NUMA balancing for workloads that span nodes"
+//! (numa_group, active nodes, spreading shared memory over the active
+//! nodes, private memory to the thread's node, no migration to inactive
+//! nodes). His SPECjbb table: manual pinning 755k bops, automatic balancing
+//! with the patches 706-729k, without 638-668k, none 454-544k.
+//!
+//! One pass every `--memory-interval-ms`, in this order, by job:
+//! - sample.rs: where each process's threads ran, its home node and active
+//!   nodes (/proc);
+//! - affinity.rs: node binding (`--memory-node-affinity`);
+//! - ../home.rs: home nodes for the BPF side (`--no-home-node`);
+//! - plan.rs: which pages of which mapping go where (`--memory` mode);
+//! - migrate.rs: move_pages(2) within the budget (`--memory-budget-mbps`);
+//! - this file: the thread, the pass, and publishing what it saw into
+//!   report.rs's types, which stats.rs reads.
+//!
+//! Skipped: mappings with an explicit memory policy (numa_maps shows bind,
+//! interleave, prefer...: numactl -m, mbind(2), set_mempolicy(2) are the
+//! application's word), kernel threads (PF_KTHREAD), the agent itself, processes with
+//! less than MIN_RSS_MB of anonymous memory. A process that exits mid-scan
+//! (ESRCH, ENOENT on /proc) is dropped quietly. The work runs on its own
+//! thread and never blocks the scheduler's main loop; `--memory=off` starts
+//! no thread and touches nothing.
+//!
+//! Stats (in Metrics, see stats.rs): memory_mode, memory_budget_mbps,
+//! memory_scans, memory_pages_migrated, memory_mb_migrated,
+//! memory_move_failed (pages the kernel refused), memory_peak_mbps (the
+//! largest one-second window seen), memory_budget_waits, and memory_procs:
+//! per process home node, active nodes, RSS and memory locality = the
+//! overlap of the process's runtime distribution over nodes with its
+//! resident (anonymous) pages' distribution, sum over nodes of
+//! min(runtime share, page share): for a single-node process exactly the
+//! share of its pages on that node; 1.0 when pages sit where threads run in
+//! the same proportions.
+//!
+//! Measurements behind the defaults are in docs/decisions.md. TCG does not
+//! make remote memory slower, so throughput there shows overhead and noise,
+//! not locality.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::home::Homes;
+
+pub(crate) mod affinity;
+mod migrate;
+mod plan;
+pub mod report;
+mod sample;
+
+use migrate::Budget;
+use plan::{parse_numa_maps_line, Vma};
+// pub only for stats.rs, which is to import memory::report instead
+pub use report::{MemProc, MemStats};
+
+/// --memory values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemoryMode {
+    /// Do nothing at all (no thread).
+    Off,
+    /// Every process's memory goes to its home node.
+    Local,
+    /// Single-node processes as local; multi-node: private to its node,
+    /// shared spread over the active nodes.
+    Spread,
+}
+
+impl MemoryMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryMode::Off => "off",
+            MemoryMode::Local => "local",
+            MemoryMode::Spread => "spread",
+        }
+    }
+}
+
+/// Intervals a process with nothing to move is left alone (no numa_maps
+/// read) unless its home node or active set changes.
+pub const QUIET_SCANS: u64 = 5;
+
+/// Memory locality: overlap of the runtime and page distributions.
+pub fn locality(rt: &[f64], pages: &[u64]) -> Option<f64> {
+    let rsum: f64 = rt.iter().sum();
+    let psum: u64 = pages.iter().sum();
+    if rsum <= 0.0 || psum == 0 {
+        return None;
+    }
+    Some(
+        (0..rt.len().max(pages.len()))
+            .map(|n| {
+                let r = rt.get(n).copied().unwrap_or(0.0) / rsum;
+                let p = pages.get(n).copied().unwrap_or(0) as f64 / psum as f64;
+                r.min(p)
+            })
+            .sum(),
+    )
+}
+
+// ---------------------------------------------------------------------------
+// The thread
+
+pub struct MemOpts {
+    pub mode: MemoryMode,
+    pub budget_mbps: u64,
+    pub interval_ms: u64,
+    /// node of each CPU (dense index), usize::MAX if unknown
+    pub cpu_node: Vec<usize>,
+    pub nr_nodes: usize,
+    /// bind processes that fit a node to the node holding their memory
+    pub node_affinity: bool,
+    /// plan home nodes for the BPF side (home.rs, home.bpf.c)
+    pub home_nodes: bool,
+}
+
+pub struct MemoryThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+    pub stats: Arc<Mutex<MemStats>>,
+    pub homes: Arc<Mutex<Homes>>,
+}
+
+impl MemoryThread {
+    pub fn start(opts: MemOpts) -> Option<MemoryThread> {
+        if opts.mode == MemoryMode::Off {
+            return None;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Mutex::new(MemStats::default()));
+        let homes = Arc::new(Mutex::new(Homes::default()));
+        let (s2, st2, h2) = (stop.clone(), stats.clone(), homes.clone());
+        let handle = std::thread::Builder::new()
+            .name("locality-memory".into())
+            .spawn(move || Placer::new(opts, st2, h2).run(&s2))
+            .ok()?;
+        Some(MemoryThread { stop, handle: Some(handle), stats, homes })
+    }
+
+    pub fn snapshot(&self) -> MemStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for MemoryThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+pub(crate) struct Proc {
+    comm: String,
+    pub(crate) thread_rt: HashMap<u32, u64>,
+    node_rt: Vec<f64>,
+    total_rt: u64,
+    recent: u64,
+    pub(crate) home: Option<usize>,
+    active: Vec<bool>,
+    seen: u64,
+    migrated: u64,
+    /// threads that ran more than a tenth of the last interval
+    pub(crate) busy: usize,
+    /// anonymous pages per node at the last publish
+    pub(crate) pages: Vec<u64>,
+    /// node its threads are bound to (--memory-node-affinity)
+    bound: Option<usize>,
+    /// scan at which `pages` was read from numa_maps
+    maps_scan: u64,
+    /// pages moved since `pages` was read
+    dirty: bool,
+    /// nothing to move at the last look: skip placement until this scan
+    /// unless the home node or the active set changes
+    quiet_until: u64,
+    quiet_key: (Option<usize>, Vec<bool>),
+}
+
+pub(crate) struct Placer {
+    o: MemOpts,
+    stats: Arc<Mutex<MemStats>>,
+    pub(crate) homes: Arc<Mutex<Homes>>,
+    /// the home plan last published (home.rs)
+    pub(crate) home_plan: HashMap<u32, usize>,
+    pub(crate) procs: HashMap<u32, Proc>,
+    budget: Budget,
+    t0: Instant,
+    page: u64,
+    me: u32,
+    scan: u64,
+    /// (pid, mapping start) -> where the last pass stopped in it
+    cursor: HashMap<(u32, u64), u64>,
+    /// move_pages calls in this pass (debug log)
+    calls: u64,
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+impl Placer {
+    fn new(o: MemOpts, stats: Arc<Mutex<MemStats>>, homes: Arc<Mutex<Homes>>) -> Placer {
+        let budget = Budget::new(o.budget_mbps);
+        Placer {
+            o,
+            stats,
+            homes,
+            home_plan: HashMap::new(),
+            procs: HashMap::new(),
+            budget,
+            t0: Instant::now(),
+            page: unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64,
+            me: std::process::id(),
+            scan: 0,
+            cursor: HashMap::new(),
+            calls: 0,
+        }
+    }
+
+    fn now(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    fn run(mut self, stop: &AtomicBool) {
+        let intv = Duration::from_millis(self.o.interval_ms);
+        while !stop.load(Ordering::Relaxed) {
+            let start = Instant::now();
+            self.sample();
+            if self.o.node_affinity {
+                self.bind_nodes();
+            }
+            if self.o.home_nodes {
+                self.plan_homes();
+            }
+            let sampled = start.elapsed();
+            let deadline = start + intv;
+            let before = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
+            self.place(stop, deadline);
+            let after = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
+            log::debug!(
+                "memory: scan {} sample {:?} place {:?} procs {} moved {} pages, {} budget waits, {} calls",
+                self.scan,
+                sampled,
+                start.elapsed() - sampled,
+                self.procs.len(),
+                after.0 - before.0,
+                after.1 - before.1,
+                std::mem::take(&mut self.calls)
+            );
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // give back every affinity we set
+        let bound: Vec<u32> = self.procs.iter().filter(|(_, p)| p.bound.is_some()).map(|(&k, _)| k).collect();
+        for pid in bound {
+            self.set_node(pid, None);
+        }
+    }
+
+    /// CPUs whose node is known.
+    pub(crate) fn known_cpus(&self) -> Vec<usize> {
+        (0..self.o.cpu_node.len()).filter(|&c| self.o.cpu_node[c] != usize::MAX).collect()
+    }
+
+    /// CPUs per node.
+    pub(crate) fn node_cpus(&self) -> Vec<usize> {
+        let nn = self.o.nr_nodes.max(1);
+        let mut cpus = vec![0usize; nn];
+        for &n in &self.o.cpu_node {
+            if n < nn {
+                cpus[n] += 1;
+            }
+        }
+        cpus
+    }
+
+
+    /// Per process locality (from numa_maps) into the shared stats.
+    fn publish(&mut self) {
+        let mut out = BTreeMap::new();
+        let mut seen_pages = vec![];
+        let scan = self.scan;
+        for (&pid, p) in &self.procs {
+            // reuse this pass's read unless pages moved since (or it is old)
+            let reuse = !p.dirty && !p.pages.is_empty() && p.maps_scan + QUIET_SCANS > scan;
+            let pages = if reuse {
+                p.pages.clone()
+            } else {
+                let Some(text) = read(&format!("/proc/{pid}/numa_maps")) else { continue };
+                let vmas: Vec<Vma> = text.lines().filter_map(parse_numa_maps_line).collect();
+                self.anon_pages(&vmas)
+            };
+            let loc = locality(&p.node_rt, &pages);
+            if !reuse {
+                seen_pages.push((pid, pages.clone()));
+            }
+            out.insert(
+                pid,
+                MemProc {
+                    tgid: pid,
+                    comm: p.comm.clone(),
+                    home: p.home.map(|h| h as i32).unwrap_or(-1),
+                    active: (0..p.active.len()).filter(|&n| p.active[n]).map(|n| n as u32).collect(),
+                    rss_mb: (pages.iter().sum::<u64>() * self.page) as f64 / (1 << 20) as f64,
+                    locality: loc.map(|l| (l * 1000.0).round() / 1000.0).unwrap_or(-1.0),
+                    pages_node: pages,
+                    pages_migrated: p.migrated,
+                    runtime_ms: p.total_rt as f64 / 1e6,
+                    bound_node: p.bound.map(|n| n as i32).unwrap_or(-1),
+                },
+            );
+        }
+        for (pid, pages) in seen_pages {
+            if let Some(p) = self.procs.get_mut(&pid) {
+                p.pages = pages;
+                p.maps_scan = scan;
+                p.dirty = false;
+            }
+        }
+        if let Ok(mut s) = self.stats.lock() {
+            s.scans = self.scan;
+            // exited processes keep their last entry (bounded)
+            for (pid, mp) in out {
+                s.procs.insert(pid, mp);
+            }
+            if s.procs.len() > 256 {
+                let mut v: Vec<MemProc> = std::mem::take(&mut s.procs).into_values().collect();
+                v.sort_by(|a, b| b.runtime_ms.total_cmp(&a.runtime_ms));
+                v.truncate(128);
+                s.procs = v.into_iter().map(|p| (p.tgid, p)).collect();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locality_overlap() {
+        assert_eq!(locality(&[10.0, 0.0], &[90, 10]), Some(0.9));
+        assert_eq!(locality(&[1.0, 1.0], &[50, 50]), Some(1.0));
+        assert_eq!(locality(&[1.0, 1.0], &[100, 0]), Some(0.5));
+        assert_eq!(locality(&[0.0, 0.0], &[1, 1]), None);
+        assert_eq!(locality(&[1.0], &[0, 0]), None);
+        assert_eq!(locality(&[0.0, 3.0], &[4]), Some(0.0));
+    }
+}

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Sampling: where each process's threads ran, from /proc.
+//!
+//! Per process (tgid), every `--memory-interval-ms` (default 1000):
+//! - Where threads ran: each thread's runtime delta from
+//!   /proc/<pid>/task/<tid>/schedstat is charged to the node of the CPU in
+//!   field 39 of /proc/<pid>/task/<tid>/stat (the CPU it last ran on),
+//!   mapped with the agent's topology. Per node the runtime decays by half
+//!   every interval (a few seconds of memory). No BPF involved: a thread
+//!   that ran on two nodes within one interval is charged to the last.
+//! - Home node: the node with the most (decayed) runtime; it changes only
+//!   when another node has 25% more than the current home (hysteresis).
+//! - Active nodes: a node is active while its runtime is above a third of
+//!   the largest node's. Hysteresis: an inactive node joins at 40% of the
+//!   largest, an active one leaves below 27%; the home node is always
+//!   active. A process with one active node is "single-node".
+//!
+//! Knob: `--memory-interval-ms` (the sampling period; a thread busy for more
+//! than a tenth of it counts as busy for home nodes and node binding).
+//! Stats: memory_scans; per process (memory_procs) home, active,
+//! runtime_ms.
+
+use std::collections::HashMap;
+
+use super::{read, Placer, Proc};
+
+/// Processes with less anonymous memory than this are left alone.
+pub const MIN_RSS_MB: u64 = 16;
+/// Active-node hysteresis around a third of the largest node's runtime.
+pub const ACTIVE_JOIN: f64 = 0.40;
+pub const ACTIVE_LEAVE: f64 = 0.27;
+/// The home node changes when another node has this much more runtime.
+pub const HOME_SWITCH: f64 = 1.25;
+/// Decay of the per-node runtime per interval.
+pub const RT_DECAY: f64 = 0.5;
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// New active set from the decayed runtime per node, with hysteresis; the
+/// home node is always active.
+pub fn update_active(prev: &[bool], rt: &[f64], home: usize) -> Vec<bool> {
+    let max = rt.iter().cloned().fold(0.0, f64::max);
+    if max <= 0.0 {
+        return prev.to_vec();
+    }
+    (0..rt.len())
+        .map(|n| {
+            let share = rt[n] / max;
+            let was = prev.get(n).copied().unwrap_or(false);
+            n == home || if was { share >= ACTIVE_LEAVE } else { share >= ACTIVE_JOIN }
+        })
+        .collect()
+}
+
+/// Home node with hysteresis: the busiest node, unless the current home is
+/// within HOME_SWITCH of it.
+pub fn update_home(prev: Option<usize>, rt: &[f64]) -> Option<usize> {
+    let (best, best_rt) = rt
+        .iter()
+        .cloned()
+        .enumerate()
+        .fold((None, 0.0), |(b, v), (n, r)| if r > v { (Some(n), r) } else { (b, v) });
+    match (prev, best) {
+        (None, b) => b,
+        (Some(p), Some(b)) if b != p && best_rt > HOME_SWITCH * rt.get(p).copied().unwrap_or(0.0) => {
+            Some(b)
+        }
+        (p, _) => p,
+    }
+}
+
+/// Fields after the ")" of a /proc stat line (field 3 is index 0).
+fn stat_fields(s: &str) -> Option<Vec<&str>> {
+    let i = s.rfind(')')?;
+    Some(s[i + 1..].split_whitespace().collect())
+}
+
+impl Placer {
+    /// Read where every thread ran since the last sample.
+    pub(super) fn sample(&mut self) {
+        self.scan += 1;
+        let Ok(dir) = std::fs::read_dir("/proc") else { return };
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == self.me {
+                continue;
+            }
+            self.sample_proc(pid);
+        }
+        let scan = self.scan;
+        self.procs.retain(|_, p| p.seen == scan);
+        let procs = &self.procs;
+        self.cursor.retain(|(pid, _), _| procs.contains_key(pid));
+    }
+
+    fn sample_proc(&mut self, pid: u32) {
+        // statm first: size resident shared ... (pages); anon ~ resident -
+        // shared. Kernel threads (all zeros) and small processes stop here,
+        // one short read each instead of two.
+        let Some(statm) = read(&format!("/proc/{pid}/statm")) else { return };
+        let v: Vec<u64> = statm.split_whitespace().filter_map(|s| s.parse().ok()).collect();
+        if v.len() < 3 || v[1].saturating_sub(v[2]) * self.page < MIN_RSS_MB << 20 {
+            self.procs.remove(&pid);
+            return;
+        }
+        let Some(stat) = read(&format!("/proc/{pid}/stat")) else { return };
+        let Some(f) = stat_fields(&stat) else { return };
+        let flags: u64 = f.get(6).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if flags & PF_KTHREAD != 0 {
+            return;
+        }
+        let nn = self.o.nr_nodes.max(1);
+        let scan = self.scan;
+        let p = self.procs.entry(pid).or_insert_with(|| Proc {
+            comm: stat
+                .find('(')
+                .and_then(|a| stat.rfind(')').map(|b| stat[a + 1..b].to_string()))
+                .unwrap_or_default(),
+            thread_rt: HashMap::new(),
+            node_rt: vec![0.0; nn],
+            total_rt: 0,
+            recent: 0,
+            home: None,
+            active: vec![false; nn],
+            seen: 0,
+            migrated: 0,
+            busy: 0,
+            pages: vec![],
+            bound: None,
+            maps_scan: 0,
+            dirty: false,
+            quiet_until: 0,
+            quiet_key: (None, vec![]),
+        });
+        p.seen = scan;
+        for x in p.node_rt.iter_mut() {
+            *x *= RT_DECAY;
+        }
+        p.recent = 0;
+        p.busy = 0;
+        let busy_ns = self.o.interval_ms * 100_000;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+        let mut alive = HashMap::new();
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Some(ss) = read(&format!("/proc/{pid}/task/{tid}/schedstat")) else { continue };
+            let Some(rt) = ss.split_whitespace().next().and_then(|s| s.parse::<u64>().ok()) else {
+                continue;
+            };
+            let Some(ts) = read(&format!("/proc/{pid}/task/{tid}/stat")) else { continue };
+            let cpu = stat_fields(&ts).and_then(|f| f.get(36).and_then(|s| s.parse::<usize>().ok()));
+            let prev = p.thread_rt.get(&tid).copied();
+            alive.insert(tid, rt);
+            // a thread seen for the first time: its runtime so far counts,
+            // charged to the node it is on now (on a process's first sample
+            // that is a guess about its past; it decays within seconds)
+            let d = match prev {
+                Some(x) => rt.saturating_sub(x),
+                None => rt,
+            };
+            if d > busy_ns {
+                p.busy += 1;
+            }
+            if let Some(node) = cpu.and_then(|c| self.o.cpu_node.get(c).copied()) {
+                if node < nn && d > 0 {
+                    p.node_rt[node] += d as f64;
+                    p.recent += d;
+                    p.total_rt += d;
+                }
+            }
+        }
+        p.thread_rt = alive;
+        p.home = update_home(p.home, &p.node_rt);
+        if let Some(h) = p.home {
+            p.active = update_active(&p.active, &p.node_rt, h);
+        }
+    }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_set_hysteresis() {
+        // node 1 at 35% of node 0: not enough to join (40%)
+        let a = update_active(&[true, false], &[100.0, 35.0], 0);
+        assert_eq!(a, vec![true, false]);
+        // at 45% it joins
+        let a = update_active(&a, &[100.0, 45.0], 0);
+        assert_eq!(a, vec![true, true]);
+        // back at 30%: above the leave mark (27%), it stays (no flapping)
+        let a = update_active(&a, &[100.0, 30.0], 0);
+        assert_eq!(a, vec![true, true]);
+        // 20%: it leaves
+        let a = update_active(&a, &[100.0, 20.0], 0);
+        assert_eq!(a, vec![true, false]);
+        // the home node is always active, even without runtime share
+        assert_eq!(update_active(&[false, false], &[0.0, 10.0], 0), vec![true, true]);
+        // no runtime at all: unchanged
+        assert_eq!(update_active(&[false, true], &[0.0, 0.0], 1), vec![false, true]);
+        // three nodes around a third
+        let a = update_active(&[false; 3], &[90.0, 31.0, 40.0], 0);
+        assert_eq!(a, vec![true, false, true]);
+    }
+
+    #[test]
+    fn home_hysteresis() {
+        assert_eq!(update_home(None, &[0.0, 0.0]), None);
+        assert_eq!(update_home(None, &[1.0, 5.0]), Some(1));
+        // 20% more is not enough to switch
+        assert_eq!(update_home(Some(0), &[100.0, 120.0]), Some(0));
+        assert_eq!(update_home(Some(0), &[100.0, 130.0]), Some(1));
+        assert_eq!(update_home(Some(1), &[0.0, 0.0]), Some(1));
+    }
+
+    #[test]
+    fn stat_line_fields() {
+        let s = "123 (a (b) c) R 1 123 123 0 -1 4194560 0 0 0 0 5 6 0 0 20 0 3 0 100 1000 50 \
+                 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 5 0 0 0 0 0";
+        let f = stat_fields(s).unwrap();
+        assert_eq!(f[0], "R");
+        assert_eq!(f[6], "4194560"); // flags (field 9)
+        assert_eq!(f[36], "5"); // processor (field 39)
+    }
+}

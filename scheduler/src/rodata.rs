@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! The BPF side's configuration, written from the options before the
+//! scheduler loads: the struct_ops fields the options set (name,
+//! exit_dump_len) and every rodata variable the BPF reads (`const volatile`
+//! in src/bpf/*.c), the knobs and the topology tables. Each variable is
+//! written here whatever its BPF initialiser, so the defaults in force are
+//! cli.rs's; a test fails when the skeleton has a rodata variable this
+//! file does not assign.
+
+use anyhow::{anyhow, Result};
+use log::warn;
+
+use crate::bpf_skel::{types, OpenBpfSkel};
+use crate::cache;
+use crate::cli::Opts;
+use crate::numa::{self, NumaBalance};
+use crate::topology::{Topo, MAX_SMT};
+
+/// The name the kernel shows in /sys/kernel/sched_ext/root/ops.
+pub const OPS_NAME: &str = "locality";
+
+/// What the attach line reports of the values written.
+pub struct Written {
+    /// cache-aware scheduling in force (asked for, and few enough LLCs)
+    pub cache_on: bool,
+    /// the upstream NUMA allowance of each node (node_imb_nr)
+    pub allowances: Vec<u32>,
+}
+
+/// Write the struct_ops fields and the rodata from the options and the
+/// topology.
+pub fn write(skel: &mut OpenBpfSkel, opts: &Opts, topo: &Topo) -> Result<Written> {
+    // scx_ops_open! appends a version suffix to the ops name; the lab
+    // (and anyone reading /sys/kernel/sched_ext/root/ops) expects
+    // exactly "locality".
+    {
+        let ops = skel.struct_ops.locality_ops_mut();
+        ops.name.fill(0);
+        for (d, s) in ops.name.iter_mut().zip(OPS_NAME.bytes()) {
+            *d = s as _;
+        }
+        ops.exit_dump_len = opts.exit_dump_len;
+    }
+
+    let r = skel
+        .maps
+        .rodata_data
+        .as_mut()
+        .ok_or_else(|| anyhow!("BPF object has no rodata"))?;
+    Ok(fill(r, opts, topo))
+}
+
+/// Every rodata variable, from the options and the topology.
+fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
+    let b = topo.to_bpf();
+    r.nr_cpus = b.nr_cpus;
+    r.nr_llcs = b.nr_llcs;
+    r.nr_nodes = b.nr_nodes;
+    r.slice_ns = opts.slice_us * 1000;
+    // a sleeper may come back at most one slice ahead of the front
+    r.slice_lag_ns = opts.slice_us * 1000;
+    r.iwq_period_ns = opts.heartbeat_us * 1000;
+    r.no_steal = opts.no_steal;
+    r.no_idle_core = opts.no_idle_core;
+    r.sparse_idle = opts.sparse_idle();
+    r.wake_gran_ns = opts.wake_gran_us * 1000;
+    let mode = opts.numa_mode();
+    // off: cross-node steals whenever a CPU would idle (the old flag)
+    r.steal_cross_node = mode == NumaBalance::Off;
+    r.push_cross_node = !opts.no_push_cross_node;
+    r.wake_follow = !opts.no_wake_follow;
+    r.place_at_fork = opts.place_at_fork;
+    r.wake_affine = !opts.no_wake_affine;
+    r.numa_mode = mode.bpf_mode();
+    r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
+    r.home_enabled = opts.home_node();
+    let cache_on = opts.cache_aware() && (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
+    if opts.cache_aware() && !cache_on {
+        warn!(
+            "cache-aware scheduling off: {} LLCs, more than the {} it tracks",
+            topo.nr_llcs,
+            cache::CACHE_MAX_LLCS
+        );
+    }
+    r.cache_aware = cache_on;
+    r.cache_track = cache_on;
+    r.cache_wake_aggr = cache_on && opts.cache_wake_aggr;
+    r.cache_epoch_ns = opts.epoch_period_ms * 1_000_000;
+    r.cache_epoch_timeout = opts.epoch_affinity_timeout;
+    r.cache_switch_ratio = opts.cache_switch_ratio;
+    r.cache_aggr_tol = opts.aggr_tolerance;
+    r.cache_overaggr_pct = opts.overaggr_pct;
+    r.cache_imb_pct = opts.imb_pct;
+    let allowances = numa::node_allowances(topo);
+    for (n, a) in allowances.iter().enumerate().take(r.node_imb_nr.len()) {
+        r.node_imb_nr[n] = *a;
+    }
+    for cpu in 0..b.nr_cpus as usize {
+        r.cpu_llc[cpu] = b.cpu_llc[cpu];
+        r.cpu_node[cpu] = b.cpu_node[cpu];
+        r.cpu_core[cpu] = b.cpu_core[cpu];
+        r.cpu_topo_known[cpu] = b.cpu_known[cpu];
+        r.cpu_nr_sibs[cpu] = b.cpu_sibs[cpu].len() as u8;
+        for (j, s) in b.cpu_sibs[cpu].iter().take(MAX_SMT).enumerate() {
+            r.cpu_sibs[cpu * MAX_SMT + j] = *s;
+        }
+    }
+    r.llc_off[..b.llc_off.len()].copy_from_slice(&b.llc_off);
+    r.llc_cpus[..b.llc_cpus.len()].copy_from_slice(&b.llc_cpus);
+    r.node_off[..b.node_off.len()].copy_from_slice(&b.node_off);
+    r.node_cpus[..b.node_cpus.len()].copy_from_slice(&b.node_cpus);
+
+    Written { cache_on, allowances }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::RawCpu;
+    use clap::Parser;
+
+    /// What the agent writes with no flag, on 2 nodes of 2 CPUs (one LLC
+    /// each, no SMT): the defaults the BPF side runs with.
+    #[test]
+    fn defaults_written() {
+        let online: Vec<RawCpu> =
+            (0..4).map(|cpu| RawCpu { cpu, node: cpu / 2, llc_key: cpu / 2, core_key: cpu }).collect();
+        let topo = Topo::from_raw(&[0, 1, 2, 3], &online).unwrap();
+        let opts = Opts::try_parse_from(["scx_locality"]).unwrap();
+        // all-zero is a valid rodata (integers, bools and arrays of them)
+        let mut r: Box<types::rodata> = Box::new(unsafe { std::mem::zeroed() });
+        let w = fill(&mut r, &opts, &topo);
+        assert_eq!((r.nr_cpus, r.nr_llcs, r.nr_nodes), (4, 2, 2));
+        assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
+        assert_eq!(r.iwq_period_ns, 4_000_000);
+        assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle);
+        assert!(!r.steal_cross_node && r.push_cross_node && r.wake_follow && r.wake_affine);
+        assert!(!r.place_at_fork);
+        assert_eq!(r.numa_mode, NumaBalance::Upstream.bpf_mode());
+        assert_eq!(r.numa_interval_ns, 150_000_000);
+        assert_eq!(&r.node_imb_nr[..3], &[1, 1, 0]);
+        assert_eq!(w.allowances, vec![1, 1]);
+        assert!(r.home_enabled);
+        assert!(!r.cache_aware && !r.cache_track && !r.cache_wake_aggr && !w.cache_on);
+        assert_eq!((r.cache_epoch_ns, r.cache_epoch_timeout, r.cache_switch_ratio), (10_000_000, 50, 2));
+        assert_eq!((r.cache_aggr_tol, r.cache_overaggr_pct, r.cache_imb_pct), (1, 50, 20));
+        assert_eq!((&r.cpu_node[..4], &r.cpu_llc[..4], &r.cpu_core[..4]), (&[0, 0, 1, 1][..], &[0, 0, 1, 1][..], &[0, 1, 2, 3][..]));
+        assert_eq!((&r.cpu_topo_known[..4], &r.cpu_nr_sibs[..4]), (&[1, 1, 1, 1][..], &[0, 0, 0, 0][..]));
+        assert_eq!((&r.llc_off[..3], &r.node_off[..3]), (&[0, 2, 4][..], &[0, 2, 4][..]));
+        assert_eq!((&r.llc_cpus[..4], &r.node_cpus[..4]), (&[0, 1, 2, 3][..], &[0, 1, 2, 3][..]));
+    }
+
+    /// Variables of the skeleton's rodata that scx_utils writes itself:
+    /// the kernel's enum values (import_enums!), the library's feature bits
+    /// and the size of the exit dump (uei_set_size!, from exit_dump_len).
+    fn written_by_scx_utils(name: &str) -> bool {
+        name.starts_with("__SCX_") || name.starts_with("SCX_") || name == "scx_lib_features" || name == "uei_dump_len"
+    }
+
+    #[test]
+    fn every_rodata_variable_is_written() {
+        let skel = include_str!(concat!(env!("OUT_DIR"), "/bpf_skel.rs"));
+        let this = include_str!("rodata.rs");
+        let start = skel.find("pub struct rodata {").expect("the skeleton has no rodata struct");
+        let body = &skel[start..start + skel[start..].find("\n}").unwrap()];
+        let names: Vec<&str> = body
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.trim().strip_prefix("pub ")?.split(':').next())
+            .filter(|n| !written_by_scx_utils(n))
+            .collect();
+        assert!(names.len() > 30, "{names:?}");
+        for name in names {
+            assert!(
+                this.contains(&format!("r.{name} =")) || this.contains(&format!("r.{name}[")),
+                "rodata variable {name} is not written by rodata.rs"
+            );
+        }
+    }
+}
