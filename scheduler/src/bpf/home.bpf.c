@@ -124,10 +124,7 @@ __hidden void home_running(struct task_struct *p __arg_trusted, struct task_ctx 
 /* mark @cpu's running task to go to node @to (numa_active_take() sends it) */
 static __always_inline void home_mark(s32 cpu, u32 to, u64 now)
 {
-	active_at[cpu & CPU_MASK] = now;
-	active_pid[cpu & CPU_MASK] = cpu_diag[cpu & CPU_MASK].run_pid;
-	active_to[cpu & CPU_MASK] = to + 1;
-	kick_cpu(cpu, SCX_KICK_PREEMPT);
+	numa_active_mark(cpu, to, now);
 	stat_inc(STAT_HOME_ACTIVE);
 }
 

@@ -382,6 +382,20 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 	return dst;
 }
 
+/*
+ * Rule 6's mark: preempt @cpu so that numa_active_take() sends the task
+ * running there now to node @to. Also used by home.bpf.c's pass.
+ */
+__hidden void numa_active_mark(s32 cpu, u32 to, u64 now)
+{
+	if (!cpu_valid(cpu))
+		return;
+	active_at[cpu & CPU_MASK] = now;
+	active_pid[cpu & CPU_MASK] = cpu_diag[cpu & CPU_MASK].run_pid;
+	active_to[cpu & CPU_MASK] = to + 1;
+	kick_cpu(cpu, SCX_KICK_PREEMPT);
+}
+
 /* rule 6: preempt the busiest non-idle CPU of node @src for node @d */
 static void numa_active_kick(u32 src, u32 d)
 {
@@ -405,10 +419,7 @@ static void numa_active_kick(u32 src, u32 d)
 	scx_bpf_put_idle_cpumask(idle);
 	if (best < 0)
 		return;
-	active_at[best & CPU_MASK] = scx_bpf_now();
-	active_pid[best & CPU_MASK] = cpu_diag[best & CPU_MASK].run_pid;
-	active_to[best & CPU_MASK] = d + 1;
-	kick_cpu(best, SCX_KICK_PREEMPT);
+	numa_active_mark(best, d, scx_bpf_now());
 	stat_inc(STAT_NUMA_ACTIVE_KICK);
 }
 
