@@ -61,8 +61,7 @@ pub struct Opts {
 
     /// Wake-up preemption: a woken task more than this many microseconds
     /// of virtual time ahead of the running one preempts it. 0 (default)
-    /// = off: 1000 did not lower wakelat's latency in the lab (see
-    /// bpf/main.bpf.c, wake_preempt).
+    /// = off (docs/decisions.md, "Wake-up preemption off by default").
     #[arg(long, default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub wake_gran_us: u64,
@@ -97,8 +96,8 @@ pub struct Opts {
     /// Idle-CPU search at wakeup from our own sparse idle flags (one cache
     /// line per CPU, updated by ops.update_idle, searched by walking the
     /// LLC / node CPU lists; bpf/idle.bpf.c) instead of the kernel's
-    /// built-in idle masks. Off by default: see bpf/push.bpf.c for the
-    /// lab figures.
+    /// built-in idle masks. Off by default (docs/decisions.md, "Idle
+    /// tracking").
     #[arg(long, overrides_with = "no_sparse_idle")]
     pub sparse_idle: bool,
 
@@ -131,12 +130,8 @@ pub struct Opts {
     /// gets a preferred LLC; idle CPUs pull its tasks there and
     /// steals/wakeups do not take them out of it while it is not
     /// overloaded; an idle CPU of the preferred LLC asks a task running
-    /// elsewhere to come at its next wake-up. Off by default: in the lab
-    /// (spr-1n2llc, hackbench -T 2 pairs, 3 boots) it keeps a 4-thread
-    /// process's runtime in one LLC (99-100%, without it 76-77%, EEVDF
-    /// 98-99%) and was not slower than EEVDF anywhere, but its speed gains
-    /// are mostly within the noise, and the NUMA and memory benchmarks
-    /// were measured with it off and have not been re-run with it on.
+    /// elsewhere to come at its next wake-up. Off by default
+    /// (docs/decisions.md, "Cache-aware scheduling").
     #[arg(long, overrides_with = "no_cache_aware")]
     pub cache_aware: bool,
 
@@ -154,9 +149,9 @@ pub struct Opts {
     /// Cache-aware: scales the fit limit (a process keeps its preferred LLC
     /// while its running threads need at most 80% x N of the LLC's cores,
     /// SMT siblings counted once); 100 = no limit.
-    #[arg(long, default_value_t = 1,
+    #[arg(long, alias = "aggr-tolerance", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub aggr_tolerance: u32,
+    pub cache_aggr_tolerance: u32,
 
     /// Cache-aware: hysteresis; the preferred LLC changes only when another
     /// LLC has more than N times its occupancy.
@@ -165,28 +160,28 @@ pub struct Opts {
     pub cache_switch_ratio: u32,
 
     /// Cache-aware: epoch length in ms; occupancy halves every epoch.
-    #[arg(long, default_value_t = 10,
+    #[arg(long, alias = "epoch-period-ms", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    pub epoch_period_ms: u64,
+    pub cache_epoch_ms: u64,
 
     /// Cache-aware: epochs without activity after which a process's
     /// preferred LLC is ignored.
-    #[arg(long, default_value_t = 50,
+    #[arg(long, alias = "epoch-affinity-timeout", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub epoch_affinity_timeout: u32,
+    pub cache_epoch_timeout: u32,
 
     /// Cache-aware: a move into the preferred LLC is refused when that LLC
     /// is more than PCT busy (utilisation, so 100 turns the gate off) and
-    /// busier than the source by --imb-pct.
-    #[arg(long, default_value_t = 50,
+    /// busier than the source by --cache-imb-pct.
+    #[arg(long, alias = "overaggr-pct", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub overaggr_pct: u32,
+    pub cache_overaggr_pct: u32,
 
     /// Cache-aware: how much busier (percent) than the source the
     /// preferred LLC may be before a move into it is refused.
-    #[arg(long, default_value_t = 20,
+    #[arg(long, alias = "imb-pct", default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(0..=1000))]
-    pub imb_pct: u32,
+    pub cache_imb_pct: u32,
 
     /// Cache-aware: processes listed in the statistics (top by runtime).
     #[arg(long, default_value_t = 8,
@@ -234,8 +229,9 @@ pub struct Opts {
     pub topology_override: Option<PathBuf>,
 
     /// Period of the heartbeat timer (idle-while-queued estimate, load
-    /// averages, rescue kicks), in microseconds. Every run is a softirq on
-    /// one CPU: 1000 cost netperf TCP_STREAM ~10% on haswell2s.
+    /// averages, rescue kicks), in microseconds. Each tick is a softirq on
+    /// one CPU, so shorter periods cost throughput (docs/decisions.md,
+    /// "Sampling timer period").
     #[arg(long, alias = "iwq-period-us", default_value_t = 4000,
           value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
     pub heartbeat_us: u64,
@@ -392,10 +388,10 @@ mod tests {
         let o = parse(&[]).unwrap();
         assert!(!o.cache_aware() && !o.cache_wake_aggr);
         assert_eq!(
-            (o.aggr_tolerance, o.cache_switch_ratio, o.epoch_period_ms),
+            (o.cache_aggr_tolerance, o.cache_switch_ratio, o.cache_epoch_ms),
             (1, 2, 10)
         );
-        assert_eq!((o.epoch_affinity_timeout, o.overaggr_pct, o.imb_pct), (50, 50, 20));
+        assert_eq!((o.cache_epoch_timeout, o.cache_overaggr_pct, o.cache_imb_pct), (50, 50, 20));
         assert!(!parse(&["--no-cache-aware"]).unwrap().cache_aware());
         assert!(parse(&["--cache-aware"]).unwrap().cache_aware());
         // the last of the pair wins
@@ -403,17 +399,17 @@ mod tests {
         assert!(!parse(&["--cache-aware", "--no-cache-aware"]).unwrap().cache_aware());
         assert!(parse(&["--cache-wake-aggr"]).unwrap().cache_wake_aggr);
         for bad in [
-            "--aggr-tolerance=0",
-            "--aggr-tolerance=101",
+            "--cache-aggr-tolerance=0",
+            "--cache-aggr-tolerance=101",
             "--cache-switch-ratio=0",
             "--cache-switch-ratio=17",
-            "--epoch-period-ms=0",
-            "--epoch-period-ms=10001",
-            "--epoch-affinity-timeout=0",
-            "--overaggr-pct=0",
-            "--overaggr-pct=101",
-            "--imb-pct=-1",
-            "--imb-pct=1001",
+            "--cache-epoch-ms=0",
+            "--cache-epoch-ms=10001",
+            "--cache-epoch-timeout=0",
+            "--cache-overaggr-pct=0",
+            "--cache-overaggr-pct=101",
+            "--cache-imb-pct=-1",
+            "--cache-imb-pct=1001",
             "--cache-top=1001",
         ] {
             let e = parse(&[bad]).unwrap_err();
@@ -421,8 +417,8 @@ mod tests {
             let flag = bad.split('=').next().unwrap();
             assert!(flag_error_line(&e).contains(flag), "{bad}: {e}");
         }
-        assert_eq!(parse(&["--imb-pct=0"]).unwrap().imb_pct, 0);
-        assert_eq!(parse(&["--aggr-tolerance=100"]).unwrap().aggr_tolerance, 100);
+        assert_eq!(parse(&["--cache-imb-pct=0"]).unwrap().cache_imb_pct, 0);
+        assert_eq!(parse(&["--cache-aggr-tolerance=100"]).unwrap().cache_aggr_tolerance, 100);
     }
 
     #[test]
@@ -518,12 +514,24 @@ mod tests {
     #[test]
     fn renamed_flags_keep_their_old_spelling() {
         // (new, old): the old one is a hidden alias
-        for (new, old) in [("--heartbeat-us", "--iwq-period-us")] {
+        let help = parse(&["--help"]).unwrap_err().to_string();
+        // (new, old, a value in range, the field)
+        let pairs: [(&str, &str, u64, fn(&Opts) -> u64); 6] = [
+            ("--heartbeat-us", "--iwq-period-us", 2000, |o| o.heartbeat_us),
+            ("--cache-aggr-tolerance", "--aggr-tolerance", 30, |o| o.cache_aggr_tolerance.into()),
+            ("--cache-epoch-ms", "--epoch-period-ms", 30, |o| o.cache_epoch_ms),
+            ("--cache-epoch-timeout", "--epoch-affinity-timeout", 30, |o| o.cache_epoch_timeout.into()),
+            ("--cache-overaggr-pct", "--overaggr-pct", 30, |o| o.cache_overaggr_pct.into()),
+            ("--cache-imb-pct", "--imb-pct", 30, |o| o.cache_imb_pct.into()),
+        ];
+        for (new, old, v, get) in pairs {
             for flag in [new, old] {
-                assert_eq!(parse(&[&format!("{flag}=2000")]).unwrap().heartbeat_us, 2000, "{flag}");
+                assert_eq!(get(&parse(&[&format!("{flag}={v}")]).unwrap()), v, "{flag}");
             }
-            let help = parse(&["--help"]).unwrap_err().to_string();
-            assert!(help.contains(new) && !help.contains(old), "{old}");
+            // listed under the new name only (the old one is a substring of
+            // some new names, so look for it as a whole word)
+            assert!(help.contains(&format!(" {new} ")), "{new}");
+            assert!(!help.contains(&format!(" {old} ")), "{old}");
         }
     }
 

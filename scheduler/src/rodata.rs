@@ -85,12 +85,12 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.cache_aware = cache_on;
     r.cache_track = cache_on;
     r.cache_wake_aggr = cache_on && opts.cache_wake_aggr;
-    r.cache_epoch_ns = opts.epoch_period_ms * 1_000_000;
-    r.cache_epoch_timeout = opts.epoch_affinity_timeout;
+    r.cache_epoch_ns = opts.cache_epoch_ms * 1_000_000;
+    r.cache_epoch_timeout = opts.cache_epoch_timeout;
     r.cache_switch_ratio = opts.cache_switch_ratio;
-    r.cache_aggr_tol = opts.aggr_tolerance;
-    r.cache_overaggr_pct = opts.overaggr_pct;
-    r.cache_imb_pct = opts.imb_pct;
+    r.cache_aggr_tol = opts.cache_aggr_tolerance;
+    r.cache_overaggr_pct = opts.cache_overaggr_pct;
+    r.cache_imb_pct = opts.cache_imb_pct;
     let allowances = numa::node_allowances(topo);
     for (n, a) in allowances.iter().enumerate().take(r.node_imb_nr.len()) {
         r.node_imb_nr[n] = *a;

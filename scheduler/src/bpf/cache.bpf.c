@@ -52,7 +52,7 @@
  * utilisation above 100/117 of capacity (the kernel's definition).
  *
  * Where it applies (cache_aware, --cache-aware; off by default, see
- * main.rs for why):
+ * cli.rs for why):
  *   pull.bpf.c: an idle CPU first steals queued tasks of its node's other
  *     LLCs whose process prefers its LLC (aggregation pull, gate "into");
  *     ordinary cross-LLC steals skip tasks whose preferred LLC is the
@@ -94,14 +94,15 @@
 #include "home.bpf.h"
 #include "numa.bpf.h"
 
-const volatile bool cache_aware = true;
+/* Initialisers here and below are the agent's defaults; rodata.rs writes each. */
+const volatile bool cache_aware;
 /*
  * Occupancy accounting and the per-process statistics run only with the
  * mechanism on: they cost a hash lookup (or delete) at every ops.stopping.
  * The lab measures LLC residency from outside (locsample), for every
  * scheduler alike.
  */
-const volatile bool cache_track = true;
+const volatile bool cache_track;
 const volatile bool cache_wake_aggr;
 const volatile u64 cache_epoch_ns = DFL_CACHE_EPOCH_MS * 1000000ULL;
 const volatile u32 cache_epoch_timeout = DFL_CACHE_EPOCH_TIMEOUT;

@@ -3,7 +3,7 @@
  * home.bpf.c - keep a process's threads on its home node, so that its
  * memory can stay there (the scheduling half of memory placement)
  *
- * Idea. Memory placement (memory.rs, van Riel 2014) can only make memory
+ * Idea. Memory placement (memory/, van Riel 2014) can only make memory
  * local to where the threads run. If balancing spreads each of two
  * 4-thread processes over both nodes of a 2 x 4 CPU machine, neither has a
  * node to be local to. The kernel solves this from the other end: NUMA
@@ -13,7 +13,7 @@
  * NUMA faults, so here the agent decides the homes and this file keeps
  * the threads there.
  *
- * Homes. The agent (memory.rs, assign_homes()) writes proc_home: tgid ->
+ * Homes. The agent (home.rs, assign_homes()) writes proc_home: tgid ->
  * node, for processes with two or more busy threads whose node still fits
  * them beside the other homed processes, within a fair share of the busy
  * threads plus NUMA_IMBALANCE_MIN. So two 4-thread processes on 2 x 4 CPUs
@@ -46,7 +46,7 @@
 #include "home.bpf.h"
 #include "numa.bpf.h"
 
-const volatile bool home_enabled;
+const volatile bool home_enabled = true;
 
 u64 home_gen;			/* bumped by the agent after each proc_home change */
 s32 cpu_run_home[MAX_CPUS];	/* home node + 1 of the task running on each CPU, 0 none */
