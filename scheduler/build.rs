@@ -24,6 +24,7 @@ const UNITS: &[&str] = &[
     "src/bpf/numa.bpf.c",
     "src/bpf/home.bpf.c",
     "src/bpf/cache.bpf.c",
+    "src/bpf/heartbeat.bpf.c",
 ];
 
 fn main() {

@@ -6,7 +6,7 @@
 //! pulled toward it while the process fits there, and ordinary balancing
 //! takes over when it does not.
 //!
-//! Seed: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
+//! Origin: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
 //! v3, 2025; upstream 7.2, CONFIG_SCHED_CACHE, load-balance only).
 //!
 //! Measurements behind the defaults are in docs/decisions.md.

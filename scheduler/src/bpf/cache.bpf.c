@@ -8,7 +8,7 @@
  * do not fit (too many running threads, or the LLC is overloaded),
  * aggregation backs off and ordinary balancing decides.
  *
- * Seed: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
+ * Origin: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
  * v3, 2025; upstream since 7.2 as load-balance-only, CONFIG_SCHED_CACHE).
  * This is an independent implementation of the rules below, for sched_ext.
  *
@@ -25,7 +25,7 @@
  *     (hysteresis, default 2);
  *   - home node: when the agent gave the process a home node (home.bpf.c,
  *     proc_home), only that node's LLCs are candidates, so the preferred
- *     LLC lies where its memory is meant to be (the seed leaves this
+ *     LLC lies where its memory is meant to be (the series leaves this
  *     alignment as future work); a preference outside the home node is
  *     dropped at once, without hysteresis; with no runtime in the home
  *     node yet, its least loaded LLC is taken. Without a home, the
@@ -79,7 +79,7 @@
  *     task's preference after the CPU goes idle, so an idle CPU can be
  *     asked too (its last task then moves when it wakes).
  *   wake aggregation (cache_wake_aggr, --cache-wake-aggr, off by default
- *     as in the seed): select_cpu takes an idle CPU of the preferred LLC
+ *     as in the series): select_cpu takes an idle CPU of the preferred LLC
  *     (same node as prev) at every wake-up, asked or not.
  * Only LLC ids below CACHE_MAX_LLCS take part (the agent turns the
  * mechanism off on machines with more LLCs).

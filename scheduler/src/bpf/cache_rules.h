@@ -55,7 +55,7 @@ static __always_inline bool cache_rule_may_leave(bool pref_overloaded)
 /*
  * Cores of an LLC of @cpus CPUs whose SMT width is @smt (>= 1), at least 1.
  * The fit limit counts cores: two busy threads on the siblings of one core
- * compete for it, and upstream's later revisions of the seed
+ * compete for it, and upstream's later revisions of the series
  * (exceed_llc_nr()) multiply the process's running threads by the SMT
  * width for the same reason.
  */
@@ -98,7 +98,7 @@ static __always_inline void cache_rule_scan_start(struct cache_scan *s)
  * LLC @llc, whose occupancy is @occ and runnable load @load (llc_load).
  * @homed: the process has a home node (home.bpf.c, proc_home); then only
  * that node's LLCs (@at_home) are candidates, so the preferred LLC lies
- * where its memory is meant to be (the seed leaves this alignment as
+ * where its memory is meant to be (the series leaves this alignment as
  * future work). Without a home every LLC is a candidate (@at_home true).
  * The fit limit counts the occupancy of every LLC, candidate or not.
  */

@@ -24,7 +24,7 @@
  * ops.update_idle, which the kernel calls on every transition between a
  * task and the idle task (SCX_OPS_KEEP_BUILTIN_IDLE keeps the kernel's
  * bitmaps up to date as well: numa.bpf.c, cache.bpf.c, pull.bpf.c and
- * the sampling timer still use them). A core is idle when the flags of the
+ * the heartbeat timer still use them). A core is idle when the flags of the
  * CPU and of all its siblings (cpu_sibs) are set. A search walks the
  * LLC's (node's) CPU list, llc_cpus / node_cpus from the agent, starting
  * at a per-waker rotating offset so that concurrent wakers spread out, and
@@ -45,7 +45,7 @@
  * - a claimed CPU that never runs the claimer's task (its built-in claim
  *   lost, or the task was moved away) returns to idle without a
  *   transition the kernel reports (idle to idle: no ops.update_idle), so
- *   its slot stays 0 while it is idle. The sampling timer (main.bpf.c)
+ *   its slot stays 0 while it is idle. The heartbeat timer (heartbeat.bpf.c)
  *   calls idle_resync() for each CPU every iwq period: built-in bit set,
  *   slot 0 and local DSQ empty -> slot = 1 (stat idle_resync). Also fills
  *   the slots right after load, before any transition.
@@ -234,7 +234,7 @@ __hidden s32 idle_pick_node(struct task_struct *p __arg_trusted, u32 node, u32 s
 
 /* ---- upkeep ---- */
 
-/* The sampling timer saw @cpu idle in the built-in mask (see races above). */
+/* The heartbeat timer saw @cpu idle in the built-in mask (see races above). */
 __hidden void idle_resync(u32 cpu, bool builtin_idle, s32 local_queued)
 {
 	u32 c = cpu & CPU_MASK;

@@ -23,7 +23,7 @@ enum locality_consts {
 
 	/* default knobs, overridable from the command line */
 	DFL_SLICE_US	= 5000,
-	DFL_IWQ_PERIOD_US = 4000,	/* sampling timer period (one 250 Hz tick; see main.bpf.c) */
+	DFL_IWQ_PERIOD_US = 4000,	/* heartbeat timer period (one 250 Hz tick; see heartbeat.bpf.c) */
 	DFL_WAKE_GRAN_US = 0,		/* wake-up preemption off: see wake_preempt() */
 
 	/*
@@ -47,7 +47,7 @@ enum locality_consts {
 	NUMA_IMB_PCT_2019 = 125,	/* ... when Gorman's v2 patch was posted (idle-cpus rule) */
 	NUMA_SETTLED_TRIES = 2,		/* unspent balance passes before settled tasks may move */
 	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
-	TIMER_DUTY_PCT = 10,		/* the sampling timer's largest share of its CPU */
+	TIMER_DUTY_PCT = 10,		/* the heartbeat timer's largest share of its CPU */
 	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
 	LOAD_DECAY_SHIFT = 3,		/* EWMA weight of a new sample: 1/8 (32 ms at 4 ms) */
 

@@ -18,7 +18,7 @@
  * searched idle cores/CPUs by LLC from a sparse idle mask and added
  * fine-grained stealing of queued tasks by CPUs about to go idle.
  *
- * This file holds the queues, fairness, the sampling timer and the ops
+ * This file holds the queues, fairness and the ops
  * glue; each ops callback calls into the mechanism units, which build.rs
  * compiles separately and links into one object (shared state:
  * locality.bpf.h):
@@ -32,6 +32,8 @@
  *   home.bpf.c   home nodes chosen by the memory agent
  *   cache.bpf.c  cache-aware scheduling: per-process preferred LLC,
  *                aggregation pulls and migration gates
+ *   heartbeat.bpf.c  the periodic timer: load samples, the balance pass,
+ *                rescue kicks
  *
  * Queues. Two vtime-ordered user DSQs per CPU: id == CPU number for tasks
  * that may run elsewhere, PINNED_DSQ_BASE + CPU for tasks allowed on that
@@ -88,7 +90,7 @@
  *   its irq_work would never run and the kernel would hang at detach.
  *
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
- * no_idle_core, steal_cross_node, push_cross_node, iwq_period_ns; NUMA
+ * no_idle_core, steal_cross_node, push_cross_node; NUMA
  * knobs in numa.bpf.c.
  * Stats: the per-CPU "stats" array, one counter per line of stats.h.
  */
@@ -99,6 +101,7 @@
 #include "idle.bpf.h"
 #include "place.bpf.h"
 #include "pull.bpf.h"
+#include "heartbeat.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -160,9 +163,6 @@ u32 nr_offline;				/* possible CPUs currently offline */
 u8 overloaded[MAX_CPUS];
 u32 rotor[MAX_CPUS];			/* per-CPU scan start rotation */
 
-/* idle-while-queued scratch, used only by the (single) timer callback */
-u64 iwq_last_ns;
-
 /*
  * Per-CPU record of what each CPU last did: the running task's start time
  * and vtime (read by wake_preempt() on other CPUs) and dispatch counters,
@@ -182,21 +182,6 @@ u64 max_wait_ns;
 /* who waited max_wait_ns: pid, the CPU it then ran on, how many CPUs it
  * may use, and how many tasks were still queued on that CPU */
 s32 max_wait_pid, max_wait_cpu, max_wait_allowed, max_wait_queued;
-u32 iwq_llc_idle[MAX_LLCS], iwq_llc_queued[MAX_LLCS];
-u32 iwq_node_idle[MAX_NODES], iwq_node_queued[MAX_NODES];
-
-/* ---- maps ---- */
-
-struct iwq_timer {
-	struct bpf_timer timer;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct iwq_timer);
-} iwq_timers SEC(".maps");
 
 /* ---- small helpers ---- */
 
@@ -253,7 +238,7 @@ static __always_inline u64 place_vtime(struct task_ctx *tctx, s32 cpu)
  * The kernel clears a dying CPU from cpu_online_mask before that point, so
  * a kick asked for on a CPU outside it is dropped and counted. Nothing is
  * lost for long: tasks queued there are drained by the others and the
- * sampling timer wakes idle CPUs with queued work (rescue kicks).
+ * heartbeat timer wakes idle CPUs with queued work (rescue kicks).
  */
 __hidden void kick_cpu(s32 cpu, u64 flags)
 {
@@ -679,143 +664,6 @@ void BPF_STRUCT_OPS(locality_cpu_offline, s32 cpu)
 		pull_kick_any_near(cpu);
 }
 
-/* ---- idle-while-queued sampling ---- */
-
-/*
- * Every iwq_period_ns, per LLC: idle = its online CPUs in the idle mask,
- * queued = tasks waiting in its CPUs' DSQs. min(idle, queued) CPUs could
- * have been running queued work, so add min * (time since the last sample)
- * to the LLC counter; likewise per node. This is a sampled estimate (a
- * state shorter than the period may be missed or counted whole) and it
- * ignores affinity, but it is cheap: one pass over the CPUs and one over
- * the LLCs and nodes.
- *
- * Period (--iwq-period-us): 4 ms, one tick at 250 Hz. Every pass is a
- * softirq on one CPU, which slows whatever runs there (a netperf stream
- * end, in the lab); 1 ms cost more than 4 ms (docs/decisions.md,
- * "Sampling timer period").
- */
-static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
-{
-	const struct cpumask *idle;
-	u64 llc_sum = 0, node_sum = 0, now, dt, snow, ugap;
-	u32 i;
-
-	/*
-	 * Weight the sample by the time since the previous one: timers fire
-	 * late under load (and much later in an emulator), and a sample
-	 * stands for the whole gap. Capped (100 periods) so a timer held off
-	 * for long, e.g. across CPU hotplug, does not extrapolate a moment's
-	 * state over seconds.
-	 */
-	now = bpf_ktime_get_ns();
-	dt = iwq_last_ns ? now - iwq_last_ns : iwq_period_ns;
-	if (dt > 100 * iwq_period_ns)
-		dt = 100 * iwq_period_ns;
-	iwq_last_ns = now;
-	/*
-	 * The scheduler clock, read once: ops.running/stopping stamp runs with
-	 * it (utilisation gap) and the NUMA policy keeps its times on it.
-	 */
-	snow = scx_bpf_now();
-	ugap = util_last_ns && time_after(snow, util_last_ns) ? snow - util_last_ns : 0;
-	util_last_ns = snow;
-
-	bpf_for(i, 0, nr_llcs) {
-		if (i >= MAX_LLCS)
-			break;
-		iwq_llc_idle[i] = 0;
-		iwq_llc_queued[i] = 0;
-	}
-	bpf_for(i, 0, nr_nodes) {
-		if (i >= MAX_NODES)
-			break;
-		iwq_node_idle[i] = 0;
-		iwq_node_queued[i] = 0;
-	}
-
-	numa_load_begin();
-	idle = scx_bpf_get_idle_cpumask();
-	bpf_for(i, 0, nr_cpus) {
-		u32 c = i & CPU_MASK, l, n;
-		s32 q, pq, lq;
-		bool is_idle;
-
-		if (i >= MAX_CPUS)
-			break;
-		l = cpu_llc[c];
-		n = cpu_node[c];
-		if (l >= MAX_LLCS || n >= MAX_NODES)
-			continue;
-		if (!cpu_is_online[c]) {
-			numa_load_cpu(c, 0, false, snow, ugap);
-			continue;
-		}
-		is_idle = bpf_cpumask_test_cpu(i, idle);
-		q = scx_bpf_dsq_nr_queued(i);	/* movable: what idle neighbours could run */
-		pq = scx_bpf_dsq_nr_queued(pinned_dsq(i));
-		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | i);
-		idle_resync(i, is_idle, lq);
-		if (is_idle && (q > 0 || pq > 0)) {
-			/*
-			 * Idle with its own DSQ queued: a wake-up was missed
-			 * somewhere. Its owner is the one CPU sure to be
-			 * allowed for those tasks: wake it. Counted, since it
-			 * should not happen.
-			 */
-			kick_cpu(i, SCX_KICK_IDLE);
-			stat_inc(STAT_RESCUE_KICK);
-		}
-		numa_load_cpu(c, (q > 0 ? q : 0) + (pq > 0 ? pq : 0) +
-			      (lq > 0 ? lq : 0) + !is_idle, !is_idle, snow, ugap);
-		if (is_idle) {
-			iwq_llc_idle[l]++;
-			iwq_node_idle[n]++;
-		}
-		if (q > 0) {
-			iwq_llc_queued[l] += q;
-			iwq_node_queued[n] += q;
-		}
-	}
-	scx_bpf_put_idle_cpumask(idle);
-
-	bpf_for(i, 0, nr_llcs) {
-		if (i >= MAX_LLCS)
-			break;
-		llc_sum += MIN(iwq_llc_idle[i], iwq_llc_queued[i]);
-	}
-	bpf_for(i, 0, nr_nodes) {
-		if (i >= MAX_NODES)
-			break;
-		node_sum += MIN(iwq_node_idle[i], iwq_node_queued[i]);
-	}
-	if (llc_sum)
-		stat_add(STAT_IWQ_LLC_NS, llc_sum * dt);
-	if (node_sum)
-		stat_add(STAT_IWQ_NODE_NS, node_sum * dt);
-	stat_inc(STAT_IWQ_SAMPLES);
-	numa_load_end(snow);
-
-	/*
-	 * Duty cap: the callback runs in softirq context on one CPU and the
-	 * tasks of that CPU wait while it runs. Its cost grows with the CPU
-	 * count and, under emulation, with the vCPUs sharing a host core: on
-	 * big64 (64 vCPUs on 2 host cores) one pass took ~130 ms of wall time,
-	 * so a 1 ms period kept one CPU in softirq nearly all the time; its
-	 * pinned tasks and its ksoftirqd starved past the 30 s watchdog. The
-	 * next period is stretched so that the timer takes at most
-	 * TIMER_DUTY_PCT of its CPU; the samples are already weighted by the
-	 * real gap (dt above).
-	 */
-	dt = bpf_ktime_get_ns() - now;
-	stat_add(STAT_TIMER_NS, dt);
-	dt = dt * (100 - TIMER_DUTY_PCT) / TIMER_DUTY_PCT;
-	if (dt > iwq_period_ns)
-		stat_inc(STAT_TIMER_STRETCHED);
-	bpf_timer_start(timer, dt > iwq_period_ns ? dt : iwq_period_ns, 0);
-	return 0;
-}
-
 /* ---- init / exit ---- */
 
 /* Create a kernel cpumask holding list[start..end) and store it at key. */
@@ -903,8 +751,7 @@ static s32 init_scratch(void)
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(locality_init)
 {
-	struct bpf_timer *timer;
-	u32 zero = 0, i;
+	u32 i;
 	s32 ret;
 
 	bpf_for(i, 0, nr_cpus) {
@@ -939,15 +786,7 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(locality_init)
 	if (ret)
 		return ret;
 
-	timer = bpf_map_lookup_elem(&iwq_timers, &zero);
-	if (!timer)
-		return -ENOENT;
-	bpf_timer_init(timer, &iwq_timers, CLOCK_MONOTONIC);
-	bpf_timer_set_callback(timer, iwq_timerfn);
-	ret = bpf_timer_start(timer, iwq_period_ns, 0);
-	if (ret)
-		scx_bpf_error("failed to start the idle-while-queued timer (%d)", ret);
-	return ret;
+	return heartbeat_start();
 }
 
 /*

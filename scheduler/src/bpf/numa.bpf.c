@@ -7,7 +7,7 @@
  * pair of communicating tasks stays on one node (and its memory) instead
  * of being spread over two nodes of a nearly idle machine.
  *
- * Seeds:
+ * Origins:
  * - Mel Gorman 2019, "Allow a small load imbalance between low utilisation
  *   SD_NUMA domains": the balancer spread two communicating tasks across
  *   nodes on a nearly idle machine; allow a small imbalance between nodes
@@ -17,7 +17,7 @@
  *   on every rebalance, across nodes on a separate, much rarer pass; place
  *   a new program at exec on the least loaded node.
  *
- * Load. Every sample of the periodic BPF timer (iwq_period_ns, main.bpf.c)
+ * Load. Every sample of the periodic BPF timer (iwq_period_ns, heartbeat.bpf.c)
  * counts per CPU nr = tasks waiting in its DSQ + tasks in its local DSQ +
  * 1 if the CPU is not idle, and folds it into an exponentially decayed
  * average, cpu_load (fixed point, 1 task == 1 << LOAD_SHIFT):
@@ -552,7 +552,7 @@ static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ct
 }
 
 /*
- * Wake-up across nodes, the pair of Gorman's seed: may @p, woken
+ * Wake-up across nodes, the pair of Gorman's thread: may @p, woken
  * synchronously by the task running on @waker_cpu, follow its waker from
  * @prev_cpu's node to the waker's? Only if the balancer would tolerate the
  * result: numa_moves(waker's node + @p, @p's node) == 0, i.e. the imbalance

@@ -42,7 +42,7 @@ LOC_STAT(STEAL_OFFLINE, steal_offline, CNT, "dispatch: drained from an offline C
 LOC_STAT(MIGR_CROSS_LLC, migr_cross_llc, CNT, "task ran in another LLC than last time")
 LOC_STAT(MIGR_CROSS_NODE, migr_cross_node, CNT, "task ran in another node than last time")
 
-/* idle-while-queued estimates (sampled by the timer, see main.bpf.c) */
+/* idle-while-queued estimates (sampled by the heartbeat timer, see heartbeat.bpf.c) */
 LOC_STAT(IWQ_LLC_NS, idle_while_queued_llc_ms, NS, "sampled ms a CPU idled while a task waited in its LLC")
 LOC_STAT(IWQ_NODE_NS, idle_while_queued_node_ms, NS, "sampled ms a CPU idled while a task waited in its node")
 
@@ -53,14 +53,14 @@ LOC_STAT(DIRECT, direct_dispatches, CNT, "select_cpu dispatched straight to an i
 LOC_STAT(DISPATCH_LOCAL, dispatch_local, CNT, "dispatch took a task from its own DSQ")
 LOC_STAT(KEEP_PREV, keep_prev, CNT, "dispatch found nothing, prev kept running")
 LOC_STAT(KICK_STEALER, kick_stealer, CNT, "idle CPUs woken to pull from an overloaded one")
-/* the sampling timer (a softirq on one CPU): is it alive, what it costs (duty cap: TIMER_DUTY_PCT) */
+/* the heartbeat timer (a softirq on one CPU): is it alive, what it costs (duty cap: TIMER_DUTY_PCT) */
 LOC_STAT(IWQ_SAMPLES, iwq_samples, CNT, "idle-while-queued samples taken (timer runs)")
-LOC_STAT(TIMER_NS, timer_ms, NS, "time spent in the sampling timer's callback (ms)")
+LOC_STAT(TIMER_NS, timer_ms, NS, "time spent in the heartbeat timer's callback (ms)")
 LOC_STAT(TIMER_STRETCHED, timer_stretched, CNT, "sampling periods stretched by the timer's duty cap")
 /* wake-up preemption, wake_preempt() in main.bpf.c */
 LOC_STAT(WAKE_PREEMPT, wake_preempt, CNT, "waking tasks that preempted the running one")
 /* a missed wake-up the timer repaired: should stay near 0 */
-LOC_STAT(RESCUE_KICK, rescue_kicks, CNT, "idle CPUs with a queued DSQ woken by the sampling timer")
+LOC_STAT(RESCUE_KICK, rescue_kicks, CNT, "idle CPUs with a queued DSQ woken by the heartbeat timer")
 /* kick_cpu() in main.bpf.c; nonzero only around CPU hotplug */
 LOC_STAT(KICK_DROPPED, kick_dropped, CNT, "kicks asked for on a CPU going offline, not sent")
 
