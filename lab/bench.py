@@ -167,7 +167,15 @@ def prepare_schedulers(specs: list[run.SchedSpec], build: bool, log) -> dict[str
             for s in specs:
                 if s.name == "scx_locality":
                     failed[s.label] = reason
-    for name in sorted({s.name for s in specs if not s.is_eevdf and s.name != "scx_locality"}):
+    if any(s.name == image.BASELINE_NAME for s in specs):
+        try:
+            image.check_baseline()
+        except setup.SetupMissing as e:
+            for s in specs:
+                if s.name == image.BASELINE_NAME:
+                    failed[s.label] = str(e)
+    for name in sorted({s.name for s in specs
+                        if not s.is_eevdf and s.name not in ("scx_locality", image.BASELINE_NAME)}):
         status, detail = peers.status(name)
         if status != "built" and build:
             ok, detail = peers.build(name, log=log)

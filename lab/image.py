@@ -53,6 +53,26 @@ def scheduler_binary() -> Path:
     return paths.REPO / "scheduler" / "target" / "release" / "scx_locality"
 
 
+BASELINE_ENV = "LOCALITY_BASELINE_BIN"
+BASELINE_NAME = "scx_locality_baseline"
+
+
+def baseline_binary() -> Path | None:
+    """The second scx_locality build of a before/after comparison (LOCALITY_BASELINE_BIN), if one is set."""
+    path = os.environ.get(BASELINE_ENV)
+    return Path(path) if path else None
+
+
+def check_baseline() -> None:
+    """Raise SetupMissing unless LOCALITY_BASELINE_BIN names an executable file."""
+    b = baseline_binary()
+    if b is None:
+        raise setup.SetupMissing(f"{BASELINE_NAME} runs the build named by {BASELINE_ENV}, which is not set "
+                                 f"(e.g. {BASELINE_ENV}=/tmp/before/scx_locality)")
+    if not (b.is_file() and os.access(b, os.X_OK)):
+        raise setup.SetupMissing(f"{BASELINE_ENV}={b} is not an executable file")
+
+
 def peer_bin_dir() -> Path:
     """Published schedulers built by the bench's peer builder (cargo install --root), if any."""
     return paths.cache() / "peers" / "bin"
@@ -116,6 +136,9 @@ def collect_inputs(include_scheduler: bool = True) -> dict[str, str]:
         files[f"/usr/bin/{b}"] = str(nd / b)
     if include_scheduler:
         files["/usr/local/bin/scx_locality"] = str(scheduler_binary())
+    b = baseline_binary()
+    if b is not None and b.is_file():
+        files[f"/usr/local/bin/{BASELINE_NAME}"] = str(b)
     for d in (peer_bin_dir(), workloads_bin_dir()):
         if d.is_dir():
             for f in sorted(d.iterdir()):

@@ -209,7 +209,7 @@ def expected_topology_text(m: machines.Machine) -> str:
 
 def _sched_command(spec: SchedSpec, override_path: str | None) -> list[str]:
     args = list(spec.args)
-    if spec.name == "scx_locality" and override_path and "--topology-override" not in args:
+    if spec.name in ("scx_locality", image.BASELINE_NAME) and override_path and "--topology-override" not in args:
         args += ["--topology-override", override_path]
     return [f"/usr/local/bin/{spec.name}", *args]
 
@@ -684,7 +684,9 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
     if needs_locality and not image.scheduler_binary().exists():
         raise setup.SetupMissing("scx_locality is not built; run: make -C scheduler or cargo build --release")
     for s in steps:
-        if not s.sched.is_eevdf and s.sched.name != "scx_locality":
+        if s.sched.name == image.BASELINE_NAME:
+            image.check_baseline()
+        elif not s.sched.is_eevdf and s.sched.name != "scx_locality":
             if not (image.peer_bin_dir() / s.sched.name).exists():
                 raise setup.SetupMissing(f"{s.sched.name} is not built; run: bin/lab peers {s.sched.name}")
     run_dir = run_dir or new_run_dir(m.name)
