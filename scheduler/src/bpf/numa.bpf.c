@@ -112,7 +112,8 @@
  *    runtime on the node standing in for NUMA hinting faults, which
  *    sched_ext tasks do not get. Seen on numaq4 (8 memory-bound jobs, 4
  *    nodes): without it a job preempted by a short-lived task was stolen
- *    to another node, away from its memory, and spent 22% of its run there.
+ *    to another node, away from its memory, and ran there for a long part
+ *    of its run.
  * 6. Active balance: steals only take queued tasks, so a node whose tasks
  *    all run (8 threads of a parallel job on the 8 CPUs of one node, the
  *    other node idle) never gives one up. When a node's budget has gone
@@ -561,8 +562,8 @@ static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ct
  * that new-process placement started on different nodes (netserver forks
  * its data child onto the least loaded node, away from netperf) stayed
  * apart: the push never looks beyond prev's node while it has an idle CPU,
- * and lab numa-pair measured 0% of samples with netperf and its netserver
- * on one node (EEVDF 99%, through its wake_affine()).
+ * and in the lab's numa-pair netperf and its netserver were almost never
+ * on one node (under EEVDF almost always, through its wake_affine()).
  */
 __hidden bool numa_wake_follow(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
 			       struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)

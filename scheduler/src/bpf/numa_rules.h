@@ -55,7 +55,7 @@ static __always_inline s32 numa_rule_idle(const struct numa_node_fig *n, u32 ext
  * (calculate_imbalance() returns before adjust_numa_imbalance()). The
  * task count alone is not enough: a lightly loaded communicating workload
  * (wakelat at half load) often has more tasks runnable at one instant than
- * CPUs while its node is a quarter busy, and treating that as overload
+ * CPUs while its node is far from busy, and treating that as overload
  * spread it over both nodes of numa2 at every wake-up.
  */
 static __always_inline bool numa_rule_overloaded(const struct numa_node_fig *n, u32 extra)
