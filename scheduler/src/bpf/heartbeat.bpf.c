@@ -55,7 +55,7 @@ struct {
 static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 {
 	const struct cpumask *idle;
-	u64 llc_sum = 0, node_sum = 0, now, dt, snow, ugap;
+	u64 llc_sum = 0, node_sum = 0, now, dt;
 	u32 i;
 
 	/*
@@ -70,14 +70,6 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 	if (dt > 100 * iwq_period_ns)
 		dt = 100 * iwq_period_ns;
 	iwq_last_ns = now;
-	/*
-	 * The scheduler clock, read once: ops.running/stopping stamp runs with
-	 * it (utilisation gap) and the NUMA policy keeps its times on it.
-	 */
-	snow = scx_bpf_now();
-	ugap = util_last_ns && time_after(snow, util_last_ns) ? snow - util_last_ns : 0;
-	util_last_ns = snow;
-
 	bpf_for(i, 0, nr_llcs) {
 		if (i >= MAX_LLCS)
 			break;
@@ -91,7 +83,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		iwq_node_queued[i] = 0;
 	}
 
-	numa_load_begin();
+	numa_load_begin(scx_bpf_now());
 	idle = scx_bpf_get_idle_cpumask();
 	bpf_for(i, 0, nr_cpus) {
 		u32 c = i & CPU_MASK, l, n;
@@ -105,7 +97,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		if (l >= MAX_LLCS || n >= MAX_NODES)
 			continue;
 		if (!cpu_is_online[c]) {
-			numa_load_cpu(c, 0, false, snow, ugap);
+			numa_load_cpu(c, 0, false);
 			continue;
 		}
 		is_idle = bpf_cpumask_test_cpu(i, idle);
@@ -124,7 +116,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 			stat_inc(STAT_RESCUE_KICK);
 		}
 		numa_load_cpu(c, (q > 0 ? q : 0) + (pq > 0 ? pq : 0) +
-			      (lq > 0 ? lq : 0) + !is_idle, !is_idle, snow, ugap);
+			      (lq > 0 ? lq : 0) + !is_idle, !is_idle);
 		if (is_idle) {
 			iwq_llc_idle[l]++;
 			iwq_node_idle[n]++;
@@ -151,7 +143,7 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 	if (node_sum)
 		stat_add(STAT_IWQ_NODE_NS, node_sum * dt);
 	stat_inc(STAT_IWQ_SAMPLES);
-	numa_load_end(snow);
+	numa_load_end();
 
 	/*
 	 * Duty cap: the callback runs in softirq context on one CPU and the

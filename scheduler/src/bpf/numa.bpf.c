@@ -180,6 +180,7 @@ u64 cpu_busy_ns[MAX_CPUS];
 u64 cpu_run_since[MAX_CPUS];	/* start of the run in progress, 0 none */
 u64 cpu_busy_seen[MAX_CPUS];
 u64 util_last_ns;		/* scx_bpf_now() of the last utilisation sample */
+static u64 util_now, util_gap;	/* this sample's time and the gap since the last */
 u32 llc_util[MAX_LLCS];
 u32 llc_util_acc[MAX_LLCS];
 u32 node_load[MAX_NODES];
@@ -651,9 +652,17 @@ __hidden void numa_stole_across(s32 cpu, u32 why)
 
 /* ---- load tracking and the balance pass (called from the timer) ---- */
 
-__hidden void numa_load_begin(void)
+/*
+ * Start a sample at @now (scx_bpf_now(): ops.running/stopping stamp runs
+ * with it, and the NUMA policy keeps its times on it).
+ */
+__hidden void numa_load_begin(u64 now)
 {
 	u32 i;
+
+	util_gap = util_last_ns && time_after(now, util_last_ns) ? now - util_last_ns : 0;
+	util_last_ns = now;
+	util_now = now;
 
 	bpf_for(i, 0, nr_llcs) {
 		if (i >= MAX_LLCS)
@@ -702,11 +711,8 @@ static __always_inline u32 numa_busy_share(u32 c, u64 now, u64 gap, bool busy)
 	return (d << LOAD_SHIFT) / gap;
 }
 
-/*
- * One sample of CPU @c: @nr runnable tasks, @busy not idle now, @now and
- * @gap as numa_busy_share()'s.
- */
-__hidden void numa_load_cpu(u32 c, u32 nr, bool busy, u64 now, u64 gap)
+/* One sample of CPU @c: @nr runnable tasks, @busy not idle now. */
+__hidden void numa_load_cpu(u32 c, u32 nr, bool busy)
 {
 	u32 l = cpu_llc[c & CPU_MASK], n = cpu_node[c & CPU_MASK], v, u;
 
@@ -714,7 +720,7 @@ __hidden void numa_load_cpu(u32 c, u32 nr, bool busy, u64 now, u64 gap)
 		nr = 4096;
 	v = load_step(cpu_load[c & CPU_MASK], nr << LOAD_SHIFT);
 	cpu_load[c & CPU_MASK] = v;
-	u = load_step(cpu_util[c & CPU_MASK], numa_busy_share(c, now, gap, busy));
+	u = load_step(cpu_util[c & CPU_MASK], numa_busy_share(c, util_now, util_gap, busy));
 	cpu_util[c & CPU_MASK] = u;
 	llc_util_acc[l & LLC_MASK] += u;
 	llc_load_acc[l & LLC_MASK] += v;
@@ -725,7 +731,7 @@ __hidden void numa_load_cpu(u32 c, u32 nr, bool busy, u64 now, u64 gap)
 
 static void numa_balance_pass(u64 now);
 
-__hidden void numa_load_end(u64 now)
+__hidden void numa_load_end(void)
 {
 	u32 i;
 
@@ -749,7 +755,7 @@ __hidden void numa_load_end(u64 now)
 		node_nr_last[i] = node_nr_now[i];
 	}
 	load_samples++;
-	numa_balance_pass(now);
+	numa_balance_pass(util_now);
 }
 
 static void numa_balance_pass(u64 now)

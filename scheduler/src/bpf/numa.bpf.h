@@ -12,7 +12,6 @@ extern const volatile u64 numa_interval_ns;
 
 extern u32 llc_load[MAX_LLCS];		/* decayed runnable tasks per LLC */
 extern u32 llc_util[MAX_LLCS];		/* decayed busy CPUs per LLC */
-extern u64 util_last_ns;
 extern u32 node_unused[MAX_NODES];
 extern s32 active_to[MAX_CPUS];
 
@@ -42,8 +41,8 @@ bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst);
 /* accounting: ops.running / ops.stopping, and the heartbeat timer */
 void numa_run_start(s32 cpu, u64 now);
 void numa_account(struct task_ctx *tctx, s32 cpu, u64 used);
-void numa_load_begin(void);
-void numa_load_cpu(u32 c, u32 nr, bool busy, u64 now, u64 gap);
-void numa_load_end(u64 now);
+void numa_load_begin(u64 now);
+void numa_load_cpu(u32 c, u32 nr, bool busy);
+void numa_load_end(void);
 
 #endif /* __LOCALITY_NUMA_BPF_H */
