@@ -31,7 +31,7 @@ from pathlib import Path
 from . import benchfile, guest_script, image, machines, paths, peers, run, samples, setup
 
 WORKLOADS_DIR = paths.REPO / "workloads"
-WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal"]
+WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal", "bpfcost"]
 RESULTS_VERSION = 1
 
 
@@ -241,13 +241,16 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
         figures = [f for f in bench.figures if f.applies(case.label)]
         c = {"case": case.id, "label": case.label, "params": case.params, "status": "not-run", "rc": None,
              "error": None, "elapsed_s": None, "figures": {f.name: None for f in figures},
-             "locality": None, "residency": None, "colocation": None, "process_llc": None, "files": {}}
-        for kind in ("out", "tasks", "cpu", "ticks"):
+             "locality": None, "residency": None, "colocation": None, "process_llc": None, "bpf_cost": None,
+             "files": {}}
+        for kind in ("out", "tasks", "cpu", "ticks", "bpf"):
             src = result.files.get(f"{tag}.{kind}")
             if src and Path(src).exists():
                 dest = raw_dir / f"{tag}.{kind}"
                 shutil.copyfile(src, dest)
                 c["files"][kind] = _rel(dest, out)
+        if "bpf" in c["files"]:
+            c["bpf_cost"] = samples.parse_bpfcost((out / c["files"]["bpf"]).read_text(errors="replace"))
         if "out" not in c["files"]:
             c["error"] = (step["start_error"] and f"{spec.label} did not start: {step['start_error']}") or \
                 ("the guest was killed (timeout)" if result.timed_out else "no output came back")

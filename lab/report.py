@@ -350,6 +350,68 @@ def final_stats_table(results: dict, labels: list[str]) -> str | None:
     return "\n".join(lines)
 
 
+BPF_COST_MAIN = ("select_cpu", "enqueue", "dispatch", "tick", "running", "stopping", "runnable", "quiescent",
+                 "update_idle")
+
+
+def bpf_cost_rows(results: dict, bench: str, labels: list[str]) -> tuple[list[str], dict]:
+    """Per sched_ext scheduler and callback: ns per call pooled over the benchmark's cases and runs, the
+    lowest and highest per-run ns per call, calls per second of case run time; and the share of the CPUs the
+    scheduler's BPF took. Schedulers without BPF counts (EEVDF) are left out."""
+    nr_cpus = sum(len(n) for n in results.get("topology", {}).get("nodes", [])) or None
+    per: dict[str, dict] = {}
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            if st["bench"] != bench:
+                continue
+            run_tot: dict[str, list[int]] = {}
+            secs = 0.0
+            for c in st["cases"]:
+                if not c.get("bpf_cost"):
+                    continue
+                secs += c.get("elapsed_s") or 0.0
+                for cb, d in c["bpf_cost"].items():
+                    t = run_tot.setdefault(cb, [0, 0])
+                    t[0] += d["calls"]
+                    t[1] += d["ns"]
+            if not run_tot:
+                continue
+            agg = per.setdefault(st["sched"], {"secs": 0.0, "cb": {}})
+            agg["secs"] += secs
+            for cb, (calls, ns) in run_tot.items():
+                a = agg["cb"].setdefault(cb, {"calls": 0, "ns": 0, "per_run": []})
+                a["calls"] += calls
+                a["ns"] += ns
+                a["per_run"].append(ns / calls)
+    cols = [s for s in labels if s in per]
+    for s in cols:
+        tot = sum(a["ns"] for a in per[s]["cb"].values())
+        secs = per[s]["secs"]
+        per[s]["cpu_share"] = 100.0 * tot / 1e9 / (secs * nr_cpus) if secs and nr_cpus else None
+    return cols, per
+
+
+def bpf_cost_table(cols: list[str], per: dict) -> str:
+    seen = {cb for s in cols for cb in per[s]["cb"]}
+    order = [cb for cb in BPF_COST_MAIN if cb in seen] + sorted(seen - set(BPF_COST_MAIN))
+    lines = ["| callback: ns per call (lowest-highest run; calls/s) | " + " | ".join(f"`{s}`" for s in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for cb in order:
+        cells = []
+        for s in cols:
+            a = per[s]["cb"].get(cb)
+            if not a or not a["calls"]:
+                cells.append("")
+                continue
+            rate = a["calls"] / per[s]["secs"] if per[s]["secs"] else None
+            cells.append(f"{a['ns'] / a['calls']:,.0f} ({min(a['per_run']):,.0f}-{max(a['per_run']):,.0f}; "
+                         f"{_n(rate, 0)}/s)")
+        lines.append(f"| {cb} | " + " | ".join(cells) + " |")
+    lines.append("| all callbacks: share of the CPUs | " +
+                 " | ".join(f"{_n(per[s]['cpu_share'], 2)}%" for s in cols) + " |")
+    return "\n".join(lines)
+
+
 def residency_section(results: dict, bench: str, labels: list[str]) -> list[str]:
     nr_nodes = len(results["topology"]["nodes"])
     out = []
@@ -453,6 +515,12 @@ METHOD = [
     "says whether concurrent instances took different LLCs.",
     "- Idle while queued: sampled time a CPU was idle while a task waited in its LLC / node, from "
     "scx_locality's `scx_locality-final-stats` line (per step, averaged over runs); n/a for other schedulers.",
+    "- BPF cost: workloads/bpfcost reads every struct_ops program's run count and run time (the kernel keeps "
+    "them while kernel.bpf_stats_enabled = 1, which the bench sets) before and after each case; the difference, "
+    "per callback, pooled over cases and runs, gives ns per call; the range is the lowest and highest run. The "
+    "times are the guest's: under TCG they are many times native ones and include moments the host "
+    "descheduled the vCPU, so compare schedulers within one report, not with figures from real hardware. "
+    "*Share of the CPUs*: all callbacks' run time over the cases' run time times the CPUs.",
     "- Utilisation heatmaps: per-CPU busy share from /proc/stat every {cpustat_ms} ms, CPUs ordered by node, "
     "LLC and core.",
 ]
@@ -514,6 +582,10 @@ def write_report(out: Path) -> Path:
             if p:
                 pngs.append(p)
                 lines += [f"![job x node residency]({p.name})", ""]
+        bcols, bper = bpf_cost_rows(results, bname, labels)
+        if bcols:
+            lines += [f"### {bname}: cost of the scheduler's decisions (BPF run time per callback)", "",
+                      bpf_cost_table(bcols, bper), ""]
         p = plots.cpu_heatmap(results, out, bname)
         if p:
             pngs.append(p)

@@ -292,6 +292,58 @@ def parse_final_stats(log_text: str) -> dict | None:
     return found
 
 
+# sched_ext_ops callbacks, for naming a struct_ops program whose name the kernel cut to 15 characters
+SCX_CALLBACKS = ("select_cpu", "enqueue", "dequeue", "dispatch", "tick", "runnable", "running", "stopping",
+                 "quiescent", "yield", "core_sched_before", "set_weight", "set_cpumask", "update_idle",
+                 "cpu_acquire", "cpu_release", "init_task", "exit_task", "enable", "disable", "dump", "dump_cpu",
+                 "dump_task", "cgroup_init", "cgroup_exit", "cgroup_prep_move", "cgroup_move",
+                 "cgroup_cancel_move", "cgroup_set_weight", "cgroup_set_bandwidth", "cpu_online", "cpu_offline",
+                 "init", "exit")
+BPF_NAME_LEN = 15
+
+
+def callback_of(prog_name: str) -> str:
+    """The sched_ext callback a struct_ops program implements, from its name: schedulers name them
+    PREFIX_CALLBACK (locality_select_cpu, bpfland_enqueue), which the kernel cuts to 15 characters
+    ("locality_select"). The longest suffix after an underscore that is, or (when the name was cut) begins,
+    exactly one callback wins; a name that matches none or several is returned as it is."""
+    cut = len(prog_name) >= BPF_NAME_LEN
+    for i, ch in enumerate(prog_name):
+        if ch != "_":
+            continue
+        tail = prog_name[i + 1:]
+        if not tail:
+            break
+        hits = [c for c in SCX_CALLBACKS if c == tail or (cut and c.startswith(tail))]
+        if tail in hits:
+            return tail
+        if len(hits) == 1:
+            return hits[0]
+    return prog_name
+
+
+def parse_bpfcost(text: str) -> dict[str, dict[str, int]] | None:
+    """workloads/bpfcost snapshots around a case ("begin" line, programs, "end" line, programs) ->
+    {callback: {"calls", "ns"}} spent in the case; None when no struct_ops program ran (EEVDF)."""
+    snaps: dict[str, dict[int, tuple[str, int, int]]] = {"begin": {}, "end": {}}
+    cur = None
+    for line in text.splitlines():
+        w = line.split()
+        if w and w[0] in snaps:
+            cur = snaps[w[0]]
+        elif cur is not None and len(w) == 7 and w[0] == "prog" and w[3] == "run_cnt" and w[5] == "run_time_ns":
+            cur[int(w[1])] = (w[2], int(w[4]), int(w[6]))
+    out: dict[str, dict[str, int]] = {}
+    for pid, (name, cnt, ns) in snaps["end"].items():
+        _, cnt0, ns0 = snaps["begin"].get(pid, (name, 0, 0))
+        if cnt - cnt0 <= 0:
+            continue
+        d = out.setdefault(callback_of(name), {"calls": 0, "ns": 0})
+        d["calls"] += cnt - cnt0
+        d["ns"] += ns - ns0
+    return out or None
+
+
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 

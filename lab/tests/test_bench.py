@@ -147,8 +147,11 @@ def test_step_command_runs_every_case_under_the_sampler(tmp_path):
     assert cmd.startswith(". /lab/lib.sh")
     assert cmd.count("locsample ") == 4
     assert "-t 30 -o /tmp/lb/s2c0 -- /bin/sh -c 'prog --alpha -n 1 -x 7'" in cmd
-    for kind in ("out", "tasks", "cpu"):
+    for kind in ("out", "tasks", "cpu", "bpf"):
         assert f"lab_put_file s2c3.{kind} /tmp/lb/s2c3.{kind}" in cmd
+    # BPF cost: stats switched on and a snapshot taken before the case, another after it
+    assert cmd.index("{ echo begin; bpfcost -e; } > /tmp/lb/s2c0.bpf") < cmd.index("-o /tmp/lb/s2c0 --") < \
+        cmd.index("{ echo end; bpfcost; } >> /tmp/lb/s2c0.bpf")
     # The lab quotes the step command once more for the guest's /bin/sh -c: it must survive that.
     assert shlex.split(shlex.quote(cmd)) == [cmd]
     r = subprocess.run(["sh", "-n", "-c", cmd])
@@ -245,6 +248,38 @@ def test_final_stats_line():
     assert samples.parse_final_stats("scx_locality-final-stats: {broken\n") is None
 
 
+def test_bpf_program_names_map_to_callbacks():
+    # the kernel keeps 15 characters of a program's name
+    assert samples.callback_of("locality_select") == "select_cpu"
+    assert samples.callback_of("locality_dispat") == "dispatch"
+    assert samples.callback_of("locality_init_t") == "init_task"   # not "tick" from the last "_t"
+    assert samples.callback_of("locality_init") == "init"          # not cut: exact
+    assert samples.callback_of("bpfland_runnabl") == "runnable"
+    assert samples.callback_of("bpfland_runnin") == "bpfland_runnin"  # 14 characters: not cut, no callback
+    assert samples.callback_of("p2dq_select_cpu") == "select_cpu"
+    assert samples.callback_of("rusty_cgroup_") == "rusty_cgroup_"   # several callbacks begin so: kept as is
+
+
+BPFCOST = """begin
+prog 40 locality_select run_cnt 100 run_time_ns 50000
+prog 41 locality_dispat run_cnt 10 run_time_ns 9000
+prog 42 locality_init_t run_cnt 3 run_time_ns 300
+end
+prog 40 locality_select run_cnt 300 run_time_ns 250000
+prog 41 locality_dispat run_cnt 10 run_time_ns 9000
+prog 42 locality_init_t run_cnt 5 run_time_ns 700
+prog 43 locality_enqueu run_cnt 7 run_time_ns 700
+"""
+
+
+def test_parse_bpfcost_takes_the_difference_per_callback():
+    assert samples.parse_bpfcost(BPFCOST) == {"select_cpu": {"calls": 200, "ns": 200000},
+                                              "init_task": {"calls": 2, "ns": 400},
+                                              "enqueue": {"calls": 7, "ns": 700}}
+    assert samples.parse_bpfcost("begin\nend\n") is None            # EEVDF: no struct_ops programs
+    assert samples.parse_bpfcost("begin\nbpfcost: Operation not permitted\nend\n") is None
+
+
 def fake_result(tmp_path, files, steps):
     rd = tmp_path / "rundir"
     rd.mkdir(exist_ok=True)
@@ -262,7 +297,7 @@ def test_collect_step_parses_figures_locality_and_failures(tmp_path):
     raw = out / "raw" / "run1"
     raw.mkdir(parents=True)
     files = {"s0c0.out": "time: 1.25\nlab-bench-rc: 0\n", "s0c0.tasks": TASKS, "s0c0.cpu": "0 cpu0 1 0 1 8 0 0 0 0\n",
-             "s0c1.out": "boom\nlab-bench-rc: 2\n", "s0c1.tasks": "end 10 2\n"}
+             "s0c0.bpf": BPFCOST, "s0c1.out": "boom\nlab-bench-rc: 2\n", "s0c1.tasks": "end 10 2\n"}
     res = fake_result(tmp_path, files, [run.StepResult(sched="eevdf", cmd_exit=0, cmd_seconds=3.0)])
     st = bench.collect_step(res, 0, b, run.parse_sched("eevdf"), TOPO, out, raw)
     assert st["started"] and st["sched"] == "eevdf"
@@ -270,6 +305,7 @@ def test_collect_step_parses_figures_locality_and_failures(tmp_path):
     assert ok["status"] == "ok" and ok["figures"] == {"t": 1.25} and ok["elapsed_s"] == 2.5
     assert ok["locality"]["cross_node"] == 3
     assert ok["sampler"] == {"ticks": 25, "busy_ms": 40}
+    assert ok["bpf_cost"]["select_cpu"] == {"calls": 200, "ns": 200000} and bad["bpf_cost"] is None
     assert (out / ok["files"]["tasks"]).exists()
     assert bad["status"] == "failed" and bad["figures"] == {"t": None}
     assert "exit status 2" in bad["error"] and "boom" in bad["error"]

@@ -21,8 +21,9 @@ def cpu_file(busy_share):
     return "\n".join(lines) + "\n"
 
 
-def case(cid, label, figs, status="ok", loc=None, resid=None, files=None, error=None):
+def case(cid, label, figs, status="ok", loc=None, resid=None, files=None, error=None, bpf=None):
     return {"case": cid, "label": label, "params": {}, "status": status, "rc": 0 if status == "ok" else 1,
+            "bpf_cost": bpf,
             "error": error, "elapsed_s": 2.0, "figures": figs, "locality": loc, "residency": resid,
             "files": files or {}, "sampler": {"ticks": 20, "busy_ms": 100}}  # 100 ms of 2 s: 5%
 
@@ -60,7 +61,9 @@ def out(tmp_path):
                                  "migr_cross_llc": 7} if s == "scx_locality" else None),
                 "sched_log": None,
                 "cases": [case("tb-A", "A", {"t": v["A"][0], "r": v["A"][1]}, loc=loc(2 * r, r, 80), resid=resid,
-                               files={"cpu": f"raw/run1/s{i}c0.cpu"} if r == 1 else {}),
+                               files={"cpu": f"raw/run1/s{i}c0.cpu"} if r == 1 else {},
+                               bpf=({"select_cpu": {"calls": 100 * r, "ns": 100000 * r * r}}
+                                    if s == "scx_locality" else None)),
                           case("tb-B", "B", {"t": v["B"][0], "r": v["B"][1]}, loc=loc(0, 0, 100))]})
         steps.append({"step": 2, "bench": "tb", "sched": "scx_bad", "started": False,
                       "start_error": "exited 1: libbpf: failed to load", "ejected": False, "exit_kind": None,
@@ -155,11 +158,25 @@ def test_write_report_and_pngs(out):
     assert "6.0 / 2.0" in text  # idle while queued of scx_locality
     assert "| 0 | 90* | 10 | 2.00 |" in text  # residency row, memory node marked
     assert "| migr_cross_llc | 7.0 |" in text
+    assert "### tb: cost of the scheduler's decisions (BPF run time per callback)" in text
     for png in ("cpu-util-tb.png", "residency-tb.png"):
         assert (out / png).exists() and (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({png})" in text
     summary = report.summary_text(out)
     assert "== tb t (s; lower is better)" in summary and "scx_rusty: failed" in summary
+
+
+def test_bpf_cost_per_call_pooled_over_runs(out):
+    results = report.load(out)
+    cols, per = report.bpf_cost_rows(results, "tb", ["eevdf", "scx_locality", "scx_bad"])
+    assert cols == ["scx_locality"]             # EEVDF runs no BPF; scx_bad never started
+    # run 1: 100 calls, 100 us; run 2: 200 calls, 400 us -> 1,000 and 2,000 ns per call, 1,667 pooled
+    a = per["scx_locality"]["cb"]["select_cpu"]
+    assert (a["calls"], a["ns"], a["per_run"]) == (300, 500000, [1000.0, 2000.0])
+    # 500 us over 2 x 2 s of case A (the only case with counts) on 4 CPUs
+    assert per["scx_locality"]["cpu_share"] == pytest.approx(100 * 500e-6 / (4.0 * 4))
+    table = report.bpf_cost_table(cols, per)
+    assert "| select_cpu | 1,667 (1,000-2,000; 75/s) |" in table
 
 
 def test_cpu_utilisation_matrix():
