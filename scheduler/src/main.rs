@@ -289,6 +289,9 @@ impl<'a> Scheduler<'a> {
             warn!("memory placement thread could not start; going on without it");
         }
 
+        // The cache map is filled only while cache-aware scheduling runs.
+        let cache_on = skel.maps.rodata_data.as_ref().is_some_and(|r| r.cache_aware);
+
         Ok(Self {
             skel,
             link: Some(link),
@@ -299,7 +302,7 @@ impl<'a> Scheduler<'a> {
             home_gen: 0,
             server,
             nr_llcs: topo.nr_llcs as usize,
-            cache_top: opts.cache_top as usize,
+            cache_top: if cache_on { opts.cache_top as usize } else { 0 },
             cache_seen: BTreeMap::new(),
             cache_last: std::time::Instant::now(),
         })
@@ -468,14 +471,18 @@ impl<'a> Scheduler<'a> {
     /// it ended and the final counters (read before detaching).
     fn run(&mut self, shutdown: &AtomicBool) -> Result<(Outcome, Metrics)> {
         let chans = self.server.as_ref().map(|s| s.channels());
+        // Wake often only for the cache map's snapshots; else once a second,
+        // as the peers' loops do: homes change once per memory pass, and a
+        // stop or an ejection is seen within the second.
+        let tick = Duration::from_millis(if self.cache_top > 0 { 100 } else { 1000 });
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
             self.cache_refresh(false);
             self.home_sync();
             let Some((res_tx, req_rx)) = &chans else {
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(tick);
                 continue;
             };
-            match req_rx.recv_timeout(Duration::from_millis(100)) {
+            match req_rx.recv_timeout(tick) {
                 Ok(()) => res_tx.send(self.metrics())?,
                 Err(e) if e.is_timeout() => {}
                 Err(e) => bail!("stats channel: {e}"),
