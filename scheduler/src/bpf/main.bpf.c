@@ -324,8 +324,8 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 
 		tctx->exec_pending = 0;
 		t = numa_place_new(p, cpu, STAT_XNODE_EXEC);
+		numa_note_placed(t >= 0 ? t : cpu);
 		if (t >= 0) {
-			numa_note_placed(t);
 			cpu = t;
 			claimed = true;
 		}

@@ -25,9 +25,10 @@
  *   from zero so it reaches its target), i.e. a time constant of 8
  *   samples (32 ms at the default 4 ms period; longer when the timer is
  *   late). llc_load and node_load are the sums over their CPUs. A new
- *   task is also counted at once in node_placed, which shrinks as the
+ *   program (exec, or a process forked with --place-at-fork) is also
+ *   counted at once in node_placed, which shrinks as the
  *   average takes it up (numa_note_placed()), so that tasks started
- *   together see each other. A node's load in tasks is node_load +
+ *   together see each other (see numa_note_placed()). A node's load in tasks is node_load +
  *   node_placed rounded to the nearest integer. The agent
  *   also gets node_load_sum (sum of the instantaneous nr per node over all
  *   samples) and load_samples, for mean loads over any period.
@@ -223,7 +224,7 @@ static __always_inline struct numa_node_fig numa_fig(u32 n)
 }
 
 /*
- * A new task (fork, or exec onto another node) was placed on @cpu. The
+ * A new program (exec, or a process placed at fork) starts on @cpu. The
  * average only sees it after several samples, so until then its load is
  * counted here; each sample removes the part the average has taken up
  * (numa_load_end()). Without this, eight jobs started together all saw

@@ -41,12 +41,20 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64
 	s32 this_cpu = bpf_get_smp_processor_id(), cpu = -1;
 
 	if (wake_flags & SCX_WAKE_FORK) {
-		if (place_at_fork && p->pid == p->tgid)
+		bool program = place_at_fork && p->pid == p->tgid;
+
+		if (program)
 			cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
 		if (cpu < 0)
 			cpu = push_pick_cpu(p, prev_cpu, true);
-		/* counted on its node at once, before the load average sees it */
-		numa_note_placed(cpu >= 0 ? cpu : prev_cpu);
+		/*
+		 * A new program is counted on its node at once, before the load
+		 * average sees it. Threads and children that have not exec'd
+		 * are not: they mostly wait on their parent, and counting them
+		 * as busy CPUs made a node of sleeping threads look full.
+		 */
+		if (program)
+			numa_note_placed(cpu >= 0 ? cpu : prev_cpu);
 		return cpu;
 	}
 
@@ -59,10 +67,10 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64
 	if (tctx && tctx->exec_pending) {
 		tctx->exec_pending = 0;
 		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_EXEC);
-		if (cpu >= 0) {
-			numa_note_placed(cpu);
+		/* the new program counts where it starts, moved or not */
+		numa_note_placed(cpu >= 0 ? cpu : prev_cpu);
+		if (cpu >= 0)
 			return cpu;
-		}
 	}
 	cpu = home_wake_pick(p, prev_cpu);
 	if (cpu >= 0)
