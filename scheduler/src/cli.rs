@@ -20,7 +20,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::memory::MemoryMode;
-use crate::numa::NumaBalance;
+use crate::numa::{ExecPlacement, NumaBalance};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -119,6 +119,14 @@ pub struct Opts {
     /// memory it shares with its parent).
     #[arg(long)]
     pub place_at_fork: bool,
+
+    /// Where a new program starts (at exec, and at fork with
+    /// --place-at-fork). allowance: near its parent while the parent's node
+    /// is within the NUMA policy's allowance (today's kernel); least-loaded:
+    /// on the least loaded node whenever it runs fewer tasks than the
+    /// parent's (Bligh and Hohnbaum 2003).
+    #[arg(long, value_enum, value_name = "RULE", default_value = "allowance")]
+    pub exec_placement: ExecPlacement,
 
     /// A task woken synchronously by a task in another LLC of its node is
     /// not moved to an idle CPU of the waker's LLC (push.bpf.c step 0b,

@@ -58,6 +58,17 @@ impl NumaBalance {
     }
 }
 
+/// --exec-placement values: where a new program starts (numa_rules.h rule 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecPlacement {
+    /// Near its parent while the parent's node is within the NUMA policy's
+    /// allowance (today's kernel, find_idlest_group()).
+    Allowance,
+    /// On the least loaded node whenever it runs fewer tasks than the
+    /// parent's (Bligh and Hohnbaum 2003, exec balancing).
+    LeastLoaded,
+}
+
 /// Upstream: imbalances up to this many tasks are ignored (numa_rules.h).
 pub const NUMA_IMBALANCE_MIN: i64 = intf::locality_consts_NUMA_IMBALANCE_MIN as i64;
 

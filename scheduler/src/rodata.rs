@@ -13,7 +13,7 @@ use log::warn;
 use crate::bpf_skel::{types, OpenBpfSkel};
 use crate::cache;
 use crate::cli::Opts;
-use crate::numa::{self, NumaBalance};
+use crate::numa::{self, ExecPlacement, NumaBalance};
 use crate::topology::{Topo, MAX_SMT};
 
 /// The name the kernel shows in /sys/kernel/sched_ext/root/ops.
@@ -70,6 +70,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.push_cross_node = !opts.no_push_cross_node;
     r.wake_follow = !opts.no_wake_follow;
     r.place_at_fork = opts.place_at_fork;
+    r.place_least_loaded = opts.exec_placement == ExecPlacement::LeastLoaded;
     r.wake_affine = !opts.no_wake_affine;
     r.numa_mode = mode.bpf_mode();
     r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;

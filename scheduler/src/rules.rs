@@ -64,6 +64,10 @@ mod numa {
             parent: *const NumaNodeFig,
             least: *const NumaNodeFig,
         ) -> bool;
+        fn rules_numa_new_stays_least_loaded(
+            parent: *const NumaNodeFig,
+            least: *const NumaNodeFig,
+        ) -> bool;
         fn rules_numa_push_across(src: *const NumaNodeFig, dst: *const NumaNodeFig) -> bool;
         fn rules_numa_may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool;
         fn rules_numa_few_partners(waker_flips: i64, wakee_flips: i64, llc_cpus: u32) -> bool;
@@ -89,6 +93,9 @@ mod numa {
     }
     fn new_stays(mode: u32, parent: &NumaNodeFig, least: &NumaNodeFig) -> bool {
         unsafe { rules_numa_new_stays(mode, parent, least) }
+    }
+    fn new_stays_least_loaded(parent: &NumaNodeFig, least: &NumaNodeFig) -> bool {
+        unsafe { rules_numa_new_stays_least_loaded(parent, least) }
     }
     fn push_across(src: &NumaNodeFig, dst: &NumaNodeFig) -> bool {
         unsafe { rules_numa_push_across(src, dst) }
@@ -288,6 +295,25 @@ mod numa {
         // idle-cpus: 2 ahead on an 8-CPU node with 6 idle stays, 3 ahead goes
         assert!(new_stays(IDLE_CPUS, &node(8, 2.0, 2.0, 2, 1), &idle));
         assert!(!new_stays(IDLE_CPUS, &node(8, 3.0, 3.0, 3, 1), &idle));
+    }
+
+    #[test]
+    fn new_program_on_the_least_loaded_node() {
+        let idle = node(2, 0.0, 0.0, 0, 1);
+        // first program, all idle: stays by its parent
+        assert!(new_stays_least_loaded(&idle, &idle));
+        // parent's node runs one: goes where none runs (the allowance would
+        // keep a pair here: see new_process_placement)
+        assert!(!new_stays_least_loaded(&node(2, 1.0, 1.0, 1, 1), &idle));
+        assert!(new_stays(UPSTREAM, &node(16, 1.0, 1.0, 1, 2), &node(16, 0.0, 0.0, 0, 2)));
+        assert!(!new_stays_least_loaded(&node(16, 1.0, 1.0, 1, 2), &node(16, 0.0, 0.0, 0, 2)));
+        // every node runs one: stays (moving would not even anything out)
+        let one = node(2, 1.0, 1.0, 1, 1);
+        assert!(new_stays_least_loaded(&one, &one));
+        // a task placed but not yet in the average counts
+        let placed = NumaNodeFig { placed: ONE, ..idle };
+        assert!(new_stays_least_loaded(&idle, &placed));
+        assert!(!new_stays_least_loaded(&placed, &idle));
     }
 
     #[test]

@@ -43,6 +43,7 @@ extern const volatile bool steal_cross_node;
 extern const volatile bool push_cross_node;
 extern const volatile bool wake_follow;
 extern const volatile bool place_at_fork;
+extern const volatile bool place_least_loaded;
 extern const volatile bool wake_affine;
 
 extern const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */

@@ -514,8 +514,10 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 	now = scx_bpf_now();
 	tctx = task_ctx(p);
 	src = cpu_node[prev_cpu & CPU_MASK];
-	if (numa_cross_candidate(tctx, now, src) < 0)
-		return -1;
+	/*
+	 * No once-per-interval gate (rule 4) here: a new program has no memory
+	 * to leave behind, even if a fork push just moved its process.
+	 */
 	sf = numa_fig(src);
 	tried = 1ULL << (src & NODE_MASK);
 	bpf_for(k, 1, nr_nodes) {
@@ -523,7 +525,8 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 		if (d < 0)
 			break;
 		df = numa_fig(d);
-		if (numa_rule_new_stays(numa_mode, &sf, &df)) {
+		if (place_least_loaded ? numa_rule_new_stays_least_loaded(&sf, &df) :
+					 numa_rule_new_stays(numa_mode, &sf, &df)) {
 			/* the least loaded node left is within the allowance */
 			stat_inc(STAT_NUMA_NEW_LOCAL);
 			return -1;

@@ -154,6 +154,19 @@ static __always_inline bool numa_rule_new_stays(u32 mode, const struct numa_node
 }
 
 /*
+ * Rule 3 as Bligh and Hohnbaum's 2003 exec balancing placed a new program
+ * (--exec-placement=least-loaded): on the least loaded node @least whenever
+ * it runs fewer tasks than the parent's node @parent (the new program is
+ * not counted on either), so N programs started together end one per node.
+ * No allowance: it spreads even two programs that talk to each other.
+ */
+static __always_inline bool numa_rule_new_stays_least_loaded(const struct numa_node_fig *parent,
+							     const struct numa_node_fig *least)
+{
+	return numa_rule_tasks(least) >= numa_rule_tasks(parent);
+}
+
+/*
  * Rules 2 and 7: may a waking task whose node @src has no idle CPU for it
  * go to node @dst? Only out of an overloaded node (the task counted), into
  * one that is not. A node with spare capacity keeps its waking tasks.

@@ -78,6 +78,12 @@ bool rules_numa_new_stays(u32 mode, const struct numa_node_fig *parent,
 	return numa_rule_new_stays(mode, parent, least);
 }
 
+bool rules_numa_new_stays_least_loaded(const struct numa_node_fig *parent,
+				       const struct numa_node_fig *least)
+{
+	return numa_rule_new_stays_least_loaded(parent, least);
+}
+
 bool rules_numa_push_across(const struct numa_node_fig *src, const struct numa_node_fig *dst)
 {
 	return numa_rule_push_across(src, dst);
