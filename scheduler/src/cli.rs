@@ -121,11 +121,12 @@ pub struct Opts {
     pub place_at_fork: bool,
 
     /// Where a new program starts (at exec, and at fork with
-    /// --place-at-fork). allowance: near its parent while the parent's node
-    /// is within the NUMA policy's allowance (today's kernel); least-loaded:
-    /// on the least loaded node whenever it runs fewer tasks than the
-    /// parent's (Bligh and Hohnbaum 2003).
-    #[arg(long, value_enum, value_name = "RULE", default_value = "allowance")]
+    /// --place-at-fork). least-loaded (default): on the least loaded node
+    /// whenever it runs fewer tasks than the parent's (Bligh and Hohnbaum
+    /// 2003); allowance: near its parent while the parent's node is within
+    /// the NUMA policy's allowance (today's kernel). docs/decisions.md,
+    /// "New programs start on the least loaded node".
+    #[arg(long, value_enum, value_name = "RULE", default_value = "least-loaded")]
     pub exec_placement: ExecPlacement,
 
     /// A task woken synchronously by a task in another LLC of its node is
@@ -368,6 +369,11 @@ mod tests {
         assert!(!o.no_steal && !o.no_idle_core && !o.steal_cross_node);
         assert!(o.stats.is_none() && o.monitor.is_none());
         assert_eq!(o.numa_mode(), NumaBalance::Upstream);
+        assert_eq!(o.exec_placement, ExecPlacement::LeastLoaded);
+        assert_eq!(
+            parse(&["--exec-placement=allowance"]).unwrap().exec_placement,
+            ExecPlacement::Allowance
+        );
         assert_eq!(o.numa_interval_ms, 150);
     }
 

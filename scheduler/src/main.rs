@@ -242,7 +242,8 @@ impl<'a> Scheduler<'a> {
 
         println!(
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, sparse_idle={}, wake_gran={}us, \
-             steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, numa_balance={}, numa_interval={}ms, \
+             steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, numa_balance={}, exec_placement={}, \
+             numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
              memory={}, memory_budget={}MB/s, home_node={}, slice={}us, topology={})",
             topo.possible_cpus().len(),
@@ -257,6 +258,7 @@ impl<'a> Scheduler<'a> {
             on_off(!opts.no_wake_follow),
             on_off(!opts.no_wake_affine),
             opts.numa_mode().name(),
+            opts.exec_placement.name(),
             opts.numa_interval_ms,
             written.allowances,
             on_off(written.cache_on),

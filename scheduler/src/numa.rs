@@ -69,6 +69,15 @@ pub enum ExecPlacement {
     LeastLoaded,
 }
 
+impl ExecPlacement {
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecPlacement::Allowance => "allowance",
+            ExecPlacement::LeastLoaded => "least-loaded",
+        }
+    }
+}
+
 /// Upstream: imbalances up to this many tasks are ignored (numa_rules.h).
 pub const NUMA_IMBALANCE_MIN: i64 = intf::locality_consts_NUMA_IMBALANCE_MIN as i64;
 

@@ -137,6 +137,7 @@ mod tests {
         assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle);
         assert!(!r.steal_cross_node && r.push_cross_node && r.wake_follow && r.wake_affine);
         assert!(!r.place_at_fork);
+        assert!(r.place_least_loaded);
         assert_eq!(r.numa_mode, NumaBalance::Upstream.bpf_mode());
         assert_eq!(r.numa_interval_ns, 150_000_000);
         assert_eq!(&r.node_imb_nr[..3], &[1, 1, 0]);

@@ -83,7 +83,11 @@
  *    not into a node the task would overload (rule 7); --no-wake-follow
  *    turns it off.
  * 3. Exec (and, with --place-at-fork, a new process: fork of a thread-group
- *    leader, p->pid == p->tgid): stays near its parent (normal push) while the parent's node is
+ *    leader, p->pid == p->tgid). Default (--exec-placement=least-loaded,
+ *    Bligh and Hohnbaum's exec balancing): starts on the least loaded node
+ *    whenever it runs fewer tasks than the parent's node
+ *    (numa_rule_new_stays_least_loaded()). --exec-placement=allowance:
+ *    stays near its parent (normal push) while the parent's node is
  *    not overloaded and numa_rule_adjust(idle CPUs of the least loaded node -
  *    idle CPUs of the parent's node, busiest = parent node, local_running
  *    = its busy CPUs + 1) is 0, i.e. the parent's node is within the
@@ -497,7 +501,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 /*
  * A new process (fork of a group leader, or exec) whose parent / current
  * CPU is @prev_cpu: a claimed idle CPU on the least loaded node with one
- * if the parent's node is beyond the allowance against it, else -1
+ * if rule 3 sends it there, else -1
  * (normal push near the parent). Nodes are tried from the least loaded
  * up; a node with no idle CPU for @p is passed over, not given up on.
  */
@@ -527,7 +531,7 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 		df = numa_fig(d);
 		if (place_least_loaded ? numa_rule_new_stays_least_loaded(&sf, &df) :
 					 numa_rule_new_stays(numa_mode, &sf, &df)) {
-			/* the least loaded node left is within the allowance */
+			/* rule 3 keeps it by its parent */
 			stat_inc(STAT_NUMA_NEW_LOCAL);
 			return -1;
 		}

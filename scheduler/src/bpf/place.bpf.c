@@ -9,12 +9,12 @@
  * queues it there and may wake an idle CPU nearby to pull it (pull.bpf.c).
  *
  * New tasks (SCX_WAKE_FORK):
- *   1. a new process with --place-at-fork: the least loaded node, if the
- *      parent's node is beyond the NUMA allowance (numa.bpf.c rule 3);
+ *   1. a new process with --place-at-fork: the least loaded node, if
+ *      numa.bpf.c rule 3 (--exec-placement) sends it there;
  *   2. else the idle search near the parent's CPU (push.bpf.c).
  * Wake-ups:
- *   1. just exec'd: the least loaded node, if this one is beyond the
- *      allowance (numa.bpf.c rule 3; exec is marked by a tracepoint);
+ *   1. just exec'd: the least loaded node, if numa.bpf.c rule 3
+ *      (--exec-placement) sends it there (exec is marked by a tracepoint);
  *   2. away from its home node: an idle CPU at home (home.bpf.c);
  *   3. synchronous, waker on another node: an idle CPU near the waker,
  *      if the NUMA policy lets the pair meet (push_follow_waker(),
