@@ -4,7 +4,8 @@
 Each case of the step runs under workloads/locsample, which records where the benchmark's tasks ran; its output
 (ended by a "lab-bench-rc: N" line with the exit status, read back by RESULT_RE) and locsample's files go to the
 host with lab_put_file. workloads/bpfcost snapshots the BPF run time of the scheduler's callbacks before and after
-each case (it turns kernel.bpf_stats_enabled on; nothing is counted under EEVDF, which runs no BPF). "lab-bench: step-begin / case-begin / case-end" lines on the console mark the progress.
+each case (it turns kernel.bpf_stats_enabled on; nothing is counted under EEVDF, which runs no BPF).
+"lab-bench: step-begin / case-begin / case-end" lines on the console mark the progress.
 """
 from __future__ import annotations
 

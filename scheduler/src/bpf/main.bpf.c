@@ -321,11 +321,8 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 
 	/* exec'd and not placed yet: see numa.bpf.c */
 	if (tctx && tctx->exec_pending) {
-		s32 t;
+		s32 t = numa_place_exec(p, tctx, cpu);
 
-		tctx->exec_pending = 0;
-		t = numa_place_new(p, cpu, STAT_XNODE_EXEC);
-		numa_note_placed(t >= 0 ? t : cpu);
 		if (t >= 0) {
 			cpu = t;
 			claimed = true;

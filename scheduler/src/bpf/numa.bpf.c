@@ -26,10 +26,10 @@
  *   samples (32 ms at the default 4 ms period; longer when the timer is
  *   late). llc_load and node_load are the sums over their CPUs. A new
  *   program (exec, or a process forked with --place-at-fork) is also
- *   counted at once in node_placed, which shrinks as the
- *   average takes it up (numa_note_placed()), so that tasks started
- *   together see each other (see numa_note_placed()). A node's load in tasks is node_load +
- *   node_placed rounded to the nearest integer. The agent
+ *   counted at once in node_placed, which shrinks as the average takes it
+ *   up (numa_note_placed()), so that programs started together see each
+ *   other. A node's load in tasks is node_load + node_placed rounded to
+ *   the nearest integer. The agent
  *   also gets node_load_sum (sum of the instantaneous nr per node over all
  *   samples) and load_samples, for mean loads over any period.
  *
@@ -544,6 +544,23 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 		tried |= 1ULL << (d & NODE_MASK);
 	}
 	return -1;
+}
+
+/*
+ * @p, on @cpu, exec'd since it last ran (tctx->exec_pending): place it once
+ * by rule 3 and count the new program where it starts, moved or not.
+ * Returns the claimed CPU it moves to, or -1 to stay.
+ */
+__hidden s32 numa_place_exec(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
+{
+	s32 t;
+
+	if (!tctx)
+		return -1;
+	tctx->exec_pending = 0;
+	t = numa_place_new(p, cpu, STAT_XNODE_EXEC);
+	numa_note_placed(t >= 0 ? t : cpu);
+	return t;
 }
 
 /*

@@ -156,8 +156,9 @@ static __always_inline bool numa_rule_new_stays(u32 mode, const struct numa_node
 /*
  * Rule 3 as Bligh and Hohnbaum's 2003 exec balancing placed a new program
  * (--exec-placement=least-loaded): on the least loaded node @least whenever
- * it runs fewer tasks than the parent's node @parent (the new program is
- * not counted on either), so N programs started together end one per node.
+ * it runs fewer tasks than the parent's node @parent (the new program's own
+ * placed count is added after the choice), so N programs started together
+ * end one per node.
  * No allowance: it spreads even two programs that talk to each other.
  */
 static __always_inline bool numa_rule_new_stays_least_loaded(const struct numa_node_fig *parent,

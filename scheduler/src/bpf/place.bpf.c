@@ -65,10 +65,7 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64
 	}
 
 	if (tctx && tctx->exec_pending) {
-		tctx->exec_pending = 0;
-		cpu = numa_place_new(p, prev_cpu, STAT_XNODE_EXEC);
-		/* the new program counts where it starts, moved or not */
-		numa_note_placed(cpu >= 0 ? cpu : prev_cpu);
+		cpu = numa_place_exec(p, tctx, prev_cpu);
 		if (cpu >= 0)
 			return cpu;
 	}
