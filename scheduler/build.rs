@@ -12,6 +12,13 @@
 // Then compile the pure rules (src/bpf/*_rules.h) for the host as well
 // (host_rules()), so that the unit tests (src/rules.rs) call the very
 // functions the BPF side runs.
+//
+// Built from a git checkout, the commit goes into the version string
+// (LOCALITY_GIT_SHA, see cli.rs); a crate tarball has none.
+//
+// Outside this repository (a packaged crate: no .cargo/config.toml) the
+// clang is whatever BPF_CLANG names, else "clang": the rule of every
+// sched_ext crate, whose build scripts (scx_utils' too) run it as well.
 
 #[path = "build/stat_list.rs"]
 mod stat_list;
@@ -28,7 +35,13 @@ const UNITS: &[&str] = &[
 ];
 
 fn main() {
-    println!("cargo:rerun-if-changed=tools/bpf-clang");
+    // (absent from a packaged crate; watching a missing file would rerun
+    // this script on every build)
+    if std::path::Path::new("tools/bpf-clang").exists() {
+        println!("cargo:rerun-if-changed=tools/bpf-clang");
+    }
+    git_sha();
+    check_clang();
 
     // src/bpf/stats.h -> $OUT_DIR/stat_list.rs, the counters of Metrics
     stat_list::generate();
@@ -63,4 +76,55 @@ fn host_rules() {
         .file("src/bpf/rules_host.c")
         .warnings_into_errors(true)
         .compile("locality_rules");
+}
+
+/// Pass the checkout's commit (short hash) to the build as
+/// LOCALITY_GIT_SHA; nothing outside a git work tree or without git.
+fn git_sha() {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git").args(args).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    // Only this crate's own checkout: an unpacked crate that happens to
+    // sit inside some other work tree (cargo package's check under
+    // target/) is not tracked there.
+    if git(&["ls-files", "--error-unmatch", "Cargo.toml"]).is_none() {
+        return;
+    }
+    let Some(sha) = git(&["rev-parse", "--short=10", "HEAD"]) else {
+        return;
+    };
+    // Rebuild the version when HEAD moves: a checkout changes HEAD, a
+    // commit the branch's ref. (A path that does not exist, e.g. a packed
+    // ref, would make cargo rerun this script on every build: skip it.)
+    let mut watch = vec!["HEAD".to_string()];
+    watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for what in watch {
+        if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", &what]) {
+            if std::path::Path::new(&p).exists() {
+                println!("cargo:rerun-if-changed={p}");
+            }
+        }
+    }
+    println!("cargo:rustc-env=LOCALITY_GIT_SHA={sha}");
+}
+
+/// Fail early, in one readable line, when the clang BPF_CLANG names (or
+/// plain "clang") cannot be run: scx_cargo would otherwise panic deep in
+/// its own code.
+fn check_clang() {
+    println!("cargo:rerun-if-env-changed=BPF_CLANG");
+    let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang".into());
+    let runs = std::process::Command::new(&clang)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        panic!(
+            "cannot run the BPF compiler {clang:?}: install clang (>= 18) and, where it is \
+             only installed as clang-N (Debian 12: clang-19), build with BPF_CLANG=clang-19"
+        );
+    }
 }

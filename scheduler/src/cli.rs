@@ -44,7 +44,7 @@ pub const EXIT_EJECTED: i32 = 7;
 #[derive(Debug, Parser)]
 #[command(
     name = "scx_locality",
-    version,
+    disable_version_flag = true,
     about = "Locality-aware sched_ext scheduler: idle-core/LLC/node push at wakeup, \
              SMT/LLC/node pull when idle",
     after_help = EXIT_CODES
@@ -245,16 +245,15 @@ pub struct Opts {
           value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
     pub heartbeat_us: u64,
 
-    /// Run the scheduler and print statistics every SECS seconds.
-    #[arg(long, value_name = "SECS",
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub stats: Option<u64>,
+    /// Run the scheduler and print statistics every SECS seconds
+    /// (0.1 to 3600, fractions allowed).
+    #[arg(long, value_name = "SECS", value_parser = parse_interval)]
+    pub stats: Option<f64>,
 
     /// Do not load anything: print statistics of the running instance
-    /// every SECS seconds.
-    #[arg(long, value_name = "SECS", conflicts_with = "stats",
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub monitor: Option<u64>,
+    /// every SECS seconds (0.1 to 3600, fractions allowed).
+    #[arg(long, value_name = "SECS", conflicts_with = "stats", value_parser = parse_interval)]
+    pub monitor: Option<f64>,
 
     /// Show descriptions for statistics.
     #[arg(long)]
@@ -268,6 +267,46 @@ pub struct Opts {
     /// More logging (-v: debug, -vv: also libbpf debug output).
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,
+
+    /// Log level: error, warn, info, debug or trace (trace also shows
+    /// libbpf's debug output). Overrides -v.
+    #[arg(long, value_name = "LEVEL", value_parser = ["error", "warn", "info", "debug", "trace"])]
+    pub log_level: Option<String>,
+
+    /// Print the version (with the git commit it was built from, if any,
+    /// and the build target) and exit.
+    #[arg(short = 'V', long)]
+    pub version: bool,
+}
+
+/// The version as --version prints it and as the kernel shows it after
+/// the ops name: "0.1.0-g<commit> <target>", in scx_utils' format.
+pub fn full_version() -> String {
+    scx_utils::build_id::full_version(&semver())
+}
+
+/// The ops name the kernel shows in /sys/kernel/sched_ext/root/ops:
+/// "locality_<version>_<target>", spelled as scx_utils does for every
+/// scx scheduler (tools that list schedulers read the prefix).
+pub fn ops_name(base: &str) -> String {
+    base.to_string() + &scx_utils::build_id::ops_version_suffix(&semver())
+}
+
+fn semver() -> String {
+    let v = env!("CARGO_PKG_VERSION");
+    match option_env!("LOCALITY_GIT_SHA") {
+        Some(sha) if !sha.is_empty() => format!("{v}-g{sha}"),
+        _ => v.to_string(),
+    }
+}
+
+/// A --stats/--monitor interval in seconds.
+fn parse_interval(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.1..=3600.0).contains(&v) {
+        return Err(format!("{v} s is outside 0.1..=3600"));
+    }
+    Ok(v)
 }
 
 impl Opts {
@@ -281,6 +320,22 @@ impl Opts {
     /// of --cache-aware / --no-cache-aware wins).
     pub fn cache_aware(&self) -> bool {
         self.cache_aware && !self.no_cache_aware
+    }
+
+    /// The log level in force and whether libbpf's debug output is shown:
+    /// --log-level if given, else -v (debug) / -vv (debug and libbpf's).
+    pub fn log_level(&self) -> (log::LevelFilter, bool) {
+        use log::LevelFilter as L;
+        match self.log_level.as_deref() {
+            Some("error") => (L::Error, false),
+            Some("warn") => (L::Warn, false),
+            Some("info") => (L::Info, false),
+            Some("debug") => (L::Debug, false),
+            Some(_) => (L::Trace, true),
+            None if self.verbose > 1 => (L::Debug, true),
+            None if self.verbose == 1 => (L::Debug, false),
+            None => (L::Info, false),
+        }
     }
 
     /// The NUMA mode in force: --numa-balance, else off if
@@ -513,8 +568,12 @@ mod tests {
     fn other_ranges() {
         assert!(parse(&["--stats", "0"]).is_err());
         assert!(parse(&["--stats", "3601"]).is_err());
-        assert_eq!(parse(&["--stats", "2"]).unwrap().stats, Some(2));
+        assert_eq!(parse(&["--stats", "2"]).unwrap().stats, Some(2.0));
+        assert_eq!(parse(&["--monitor", "0.5"]).unwrap().monitor, Some(0.5));
         assert!(parse(&["--monitor", "0"]).is_err());
+        assert!(parse(&["--monitor", "0.05"]).is_err());
+        assert!(parse(&["--monitor", "NaN"]).is_err());
+        assert!(parse(&["--monitor", "soon"]).is_err());
         assert!(parse(&["--heartbeat-us", "99"]).is_err());
         assert!(parse(&["--wake-gran-us", "100001"]).is_err());
         assert_eq!(parse(&["--wake-gran-us", "0"]).unwrap().wake_gran_us, 0);
@@ -564,6 +623,35 @@ mod tests {
         assert!(o.no_steal && o.no_idle_core && o.steal_cross_node && o.no_push_cross_node);
         assert_eq!(o.topology_override, Some(PathBuf::from("/tmp/x.json")));
         assert_eq!(o.verbose, 2);
+    }
+
+    #[test]
+    fn log_levels() {
+        use log::LevelFilter as L;
+        assert_eq!(parse(&[]).unwrap().log_level(), (L::Info, false));
+        assert_eq!(parse(&["-v"]).unwrap().log_level(), (L::Debug, false));
+        assert_eq!(parse(&["-vv"]).unwrap().log_level(), (L::Debug, true));
+        assert_eq!(parse(&["-vv", "--log-level", "warn"]).unwrap().log_level(), (L::Warn, false));
+        assert_eq!(parse(&["--log-level=trace"]).unwrap().log_level(), (L::Trace, true));
+        assert!(parse(&["--log-level", "loud"]).is_err());
+    }
+
+    #[test]
+    fn version_and_ops_name() {
+        let v = full_version();
+        assert!(v.starts_with(env!("CARGO_PKG_VERSION")), "{v}");
+        // the build target follows after a space, as scx_utils prints it
+        assert!(v.split_once(' ').is_some_and(|(_, t)| t.contains("linux")), "{v}");
+        if let Some(sha) = option_env!("LOCALITY_GIT_SHA") {
+            assert!(v.contains(&format!("-g{sha}")), "{v}");
+        }
+        let ops = ops_name("locality");
+        // what the kernel shows: the name, then '_' and the version with
+        // every character outside [A-Za-z0-9._] turned into '_'
+        assert!(ops.starts_with(&format!("locality_{}", env!("CARGO_PKG_VERSION"))), "{ops}");
+        assert!(ops.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_'), "{ops}");
+        assert!(ops.len() < 128, "longer than the kernel's SCX_OPS_NAME_LEN: {ops}");
+        assert!(parse(&["--version"]).unwrap().version && parse(&["-V"]).unwrap().version);
     }
 
     #[test]

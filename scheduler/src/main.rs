@@ -27,7 +27,7 @@
 //! --memory-node-affinity, --no-home-node (memory placement, agent-side,
 //! see memory/ and home.rs),
 //! --topology-override FILE, --stats SECS, --monitor SECS, --help-stats,
-//! --exit-dump-len, -v.
+//! --exit-dump-len, -v / --log-level, --version.
 //!
 //! Stats: see stats.rs. At exit one JSON line
 //! `scx_locality-final-stats: {...}` goes to stdout (summed over restarts),
@@ -35,7 +35,7 @@
 //!
 //! Startup prints one line on stdout, `scx_locality: attached (N CPUs, L
 //! LLCs, M nodes, steal=on|off, ...)`, once the kernel runs the scheduler
-//! (ops name "locality" in /sys/kernel/sched_ext/root/ops). The kernel's
+//! (ops name "locality_<version>_<target>" in /sys/kernel/sched_ext/root/ops). The kernel's
 //! stall watchdog is left at the kernel's 30 s (ops.timeout_ms; see
 //! bpf/main.bpf.c for the measurement behind it); the environment variable
 //! SCX_TIMEOUT_MS overrides it (read by scx_utils). The stat max_wait_ms
@@ -82,7 +82,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cli::{
-    classify, fatal, parse_opts, Opts, EXIT_BAD_OVERRIDE, EXIT_BUSY, EXIT_EJECTED, EXIT_NOT_ROOT,
+    classify, fatal, full_version, parse_opts, Opts, EXIT_BAD_OVERRIDE, EXIT_BUSY, EXIT_EJECTED, EXIT_NOT_ROOT,
     EXIT_NO_SCHED_EXT, EXIT_OK,
 };
 use memory::MemoryMode;
@@ -533,12 +533,8 @@ impl<'a> Scheduler<'a> {
     }
 }
 
-fn init_logging(verbose: u8) {
-    let level = if verbose > 0 {
-        simplelog::LevelFilter::Debug
-    } else {
-        simplelog::LevelFilter::Info
-    };
+fn init_logging(opts: &Opts) {
+    let (level, libbpf_debug) = opts.log_level();
     let cfg = simplelog::ConfigBuilder::new()
         .set_time_level(simplelog::LevelFilter::Off)
         .set_target_level(simplelog::LevelFilter::Off)
@@ -551,8 +547,8 @@ fn init_logging(verbose: u8) {
         simplelog::ColorChoice::Never,
     );
     // libbpf's own messages: warnings always (a verifier rejection log is
-    // a warning), everything with -vv.
-    let min = if verbose > 1 {
+    // a warning), everything with -vv or --log-level=trace.
+    let min = if libbpf_debug {
         libbpf_rs::PrintLevel::Debug
     } else {
         libbpf_rs::PrintLevel::Warn
@@ -576,6 +572,10 @@ fn libbpf_print(level: libbpf_rs::PrintLevel, msg: String) {
 }
 
 fn run(opts: &Opts) -> Result<i32> {
+    if opts.version {
+        println!("scx_locality {}", full_version());
+        return Ok(EXIT_OK);
+    }
     if opts.help_stats {
         // a reader that stops early (`| head`) is not an error
         if let Err(e) = stats::server_data().describe_meta(&mut std::io::stdout(), None) {
@@ -598,11 +598,12 @@ fn run(opts: &Opts) -> Result<i32> {
     }
 
     if let Some(secs) = opts.monitor {
-        stats::monitor(Duration::from_secs(secs), shutdown)?;
+        stats::monitor(Duration::from_secs_f64(secs), shutdown)?;
         return Ok(EXIT_OK);
     }
 
     preflight()?;
+    info!("scx_locality {}", full_version());
     if opts.steal_cross_node && opts.no_steal {
         warn!("--steal-cross-node has no effect with --no-steal");
     }
@@ -620,7 +621,7 @@ fn run(opts: &Opts) -> Result<i32> {
     if let Some(secs) = opts.stats {
         let shutdown = shutdown.clone();
         std::thread::spawn(move || {
-            if let Err(e) = stats::monitor(Duration::from_secs(secs), shutdown) {
+            if let Err(e) = stats::monitor(Duration::from_secs_f64(secs), shutdown) {
                 warn!("stats monitor: {e:#}");
             }
         });
@@ -667,7 +668,7 @@ fn load_loop(opts: &Opts, shutdown: &AtomicBool, total: &mut Option<Metrics>) ->
 
 fn main() {
     let opts = parse_opts();
-    init_logging(opts.verbose);
+    init_logging(&opts);
     let code = match run(&opts) {
         Ok(code) => code,
         Err(e) => {

@@ -16,7 +16,7 @@ use crate::cli::Opts;
 use crate::numa::{self, ExecPlacement, NumaBalance};
 use crate::topology::{Topo, MAX_SMT};
 
-/// The name the kernel shows in /sys/kernel/sched_ext/root/ops.
+/// The ops name, before the version suffix (cli::ops_name()).
 pub const OPS_NAME: &str = "locality";
 
 /// What the attach line reports of the values written.
@@ -30,13 +30,16 @@ pub struct Written {
 /// Write the struct_ops fields and the rodata from the options and the
 /// topology.
 pub fn write(skel: &mut OpenBpfSkel, opts: &Opts, topo: &Topo) -> Result<Written> {
-    // scx_ops_open! appends a version suffix to the ops name; the lab
-    // (and anyone reading /sys/kernel/sched_ext/root/ops) expects
-    // exactly "locality".
+    // The kernel shows this name in /sys/kernel/sched_ext/root/ops:
+    // "locality_<version>_<target>" (scx_ops_open! wrote the crate's
+    // version without our commit; cli::ops_name() adds it). The last byte
+    // stays NUL.
     {
         let ops = skel.struct_ops.locality_ops_mut();
+        let name = crate::cli::ops_name(OPS_NAME);
         ops.name.fill(0);
-        for (d, s) in ops.name.iter_mut().zip(OPS_NAME.bytes()) {
+        let room = ops.name.len() - 1;
+        for (d, s) in ops.name.iter_mut().take(room).zip(name.bytes()) {
             *d = s as _;
         }
         ops.exit_dump_len = opts.exit_dump_len;
