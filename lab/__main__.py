@@ -7,6 +7,7 @@ Commands:
   run                   boot a machine, optionally start a scheduler, run a command, report as JSON
   image                 build (or reuse) the guest image and print its path
   bench                 run benchmarks under several schedulers, repeated and interleaved; write a report
+                        (--host: on this machine itself instead of in QEMU guests; see lab/host.py)
   peers                 build published sched_ext schedulers (cargo install) for the guest
   soak                  reliability suite (stress, hotplug, cgroups, RT hog, pinning, start/stop, kill -9)
 
@@ -14,6 +15,8 @@ Exit codes of `run`: 0 ok, 1 the command failed, 2 bad usage, 3 setup missing, 4
 5 scheduler failed to start or was ejected, 6 timeout (the command or the guest killed), 7 unknown or malformed
 machine, 8 internal error (QEMU broke, the lab refused the guest's report, or the lab itself failed),
 130 interrupted (SIGINT, SIGTERM or SIGHUP; every QEMU the lab started is killed).
+`bench --host` adds 9: this machine cannot run it (not root, no sched_ext for a sched_ext scheduler, or another
+sched_ext scheduler loaded); a missing program or scheduler binary is 3, --machine with --host 2.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import sys
 import traceback
 from dataclasses import asdict
 
-from . import image, machines, run, setup, soak
+from . import host, image, machines, run, setup, soak
 
 
 def cmd_setup(args) -> int:
@@ -163,7 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "per run, the schedulers interleaved as steps in an order rotated per run; "
                                    "write DIR/results.json, DIR/report.md and PNGs. Exit codes as for run "
                                    "(5: a scheduler failed to build, start or stay loaded; 1: a case failed).")
-    s.add_argument("--machine", default="numa2", help="machine name (see `bin/lab machines`) or a .toml path")
+    s.add_argument("--machine", default="",
+                   help="machine name (see `bin/lab machines`) or a .toml path (default numa2; not with --host)")
+    s.add_argument("--host", action="store_true",
+                   help="run on this machine itself, not in QEMU guests: needs root, a sched_ext kernel for "
+                        "sched_ext schedulers, and none loaded (exit 9 otherwise); same results.json and report")
     s.add_argument("--sched", default="eevdf,scx_locality",
                    help="comma-separated NAME[:ARGS] list; the first is the baseline (default eevdf,scx_locality)")
     s.add_argument("--bench", default="",
@@ -198,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                 (machines.UnknownMachine, "", run.EXIT_MACHINE),
                 (machines.MachineError, "malformed machine file: ", run.EXIT_MACHINE),
                 (setup.SetupMissing, "", run.EXIT_SETUP),
+                (host.HostRefused, "", run.EXIT_HOST),
                 (image.BuildFailed, "", run.EXIT_INTERNAL)]
     try:
         return args.func(args)

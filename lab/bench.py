@@ -16,6 +16,10 @@ derives co-location: the share of samples at which its N busiest tasks were all 
 
 Everything lands in --out DIR: results.json (every raw figure, per run, step and case, plus locality
 counters), raw/ (the guest's files), report.md and PNGs (lab/report.py, lab/plots.py).
+
+`--host` runs the same plan on this machine instead (lab/host.py): a run is then one pass of the same job
+script as a local process, with no boot; the machine's topology comes from /sys, and what the machine cannot
+run is refused before anything runs.
 """
 from __future__ import annotations
 
@@ -28,10 +32,11 @@ import sys
 import time
 from pathlib import Path
 
-from . import benchfile, guest_script, image, machines, paths, peers, run, samples, setup
+from . import benchfile, guest_script, host, image, machines, paths, peers, run, samples, setup
 
 WORKLOADS_DIR = paths.REPO / "workloads"
 WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal", "bpfcost"]
+DEFAULT_MACHINE = "numa2"
 RESULTS_VERSION = 1
 
 
@@ -296,19 +301,27 @@ def write_results(out: Path, results: dict) -> None:
     tmp.rename(out / "results.json")
 
 
-def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], runs: int,
-              out: Path, build: bool = True, command_line: str = "", stdout=sys.stdout) -> dict:
+def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark],
+              runs: int, out: Path, build: bool = True, command_line: str = "", stdout=sys.stdout,
+              session: host.Session | None = None) -> dict:
+    """The bench in guests of m, or with session (inside its with block) on this machine (m its HostMachine)."""
     def log(msg):
         print(msg, file=stdout, flush=True)
 
     out.mkdir(parents=True, exist_ok=True)
     topo = m.topology()
-    build_workloads(log)
-    failed = prepare_schedulers(specs, build, log)
+    if session is None:
+        build_workloads(log)
+        failed = prepare_schedulers(specs, build, log)
+    else:
+        failed = {}  # on the host, what cannot run was refused before (main), and built there
     runnable = [s for s in specs if s.label not in failed]
+    place = session.place if session is not None else run.GUEST
+    boot_est = 0.0 if session is not None else boot_estimate(m)
     results = {
         "version": RESULTS_VERSION, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command_line,
         "machine": m.name, "machine_summary": m.summary().strip(), "nr_cpus": m.nr_cpus,
+        "host": session is not None,  # bench --host: this machine itself, not a guest
         "topology": topo.to_json(), "runs_requested": runs,
         "scheds": [{"label": s.label, "name": s.name, "args": s.args,
                     "prepare_error": failed.get(s.label)} for s in specs],
@@ -324,14 +337,14 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[ben
     if not runnable:
         log("bench: no scheduler can run; writing the report of the failures")
         return results
-    per_run_est = boot_estimate(m) + sum(sched_overhead(s) + sum(c.est_s for c in b.cases())
+    per_run_est = boot_est + sum(sched_overhead(s) + sum(c.est_s for c in b.cases())
                                          for b, s in plan_run(benches, runnable, 0))
     progress = Progress(per_run_est * runs, out=stdout)
     nr_cases = {b.name: len(b.cases()) for b in benches}
     for r in range(runs):
         steps_plan = plan_run(benches, runnable, r)
         steps = [run.Step(s, guest_script.step_command(b.cases(), i,
-                                                       f"run={r + 1} bench={b.name} sched={s.label}"))
+                                                       f"run={r + 1} bench={b.name} sched={s.label}", place))
                  for i, (b, s) in enumerate(steps_plan)]
         state = {"booted": False}
 
@@ -340,7 +353,7 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[ben
                 return
             if not state["booted"]:
                 state["booted"] = True
-                progress.advance(boot_estimate(m))
+                progress.advance(boot_est)
             if words[0] == "step-begin" and len(words) >= 2:
                 i = int(words[1])
                 b, s = steps_plan[i]
@@ -356,12 +369,17 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[ben
                              f"case {j + 1}/{nr_cases[b.name]}: {case.label}")
 
         order = [s.label for s in rotate(runnable, r)]
-        progress.say(f"run {r + 1}/{runs}: booting {m.name}; scheduler order {', '.join(order)}")
+        where = f"on this host ({m.name})" if session is not None else f"booting {m.name}"
+        progress.say(f"run {r + 1}/{runs}: {where}; scheduler order {', '.join(order)}")
         timeout = int(sum(c.timeout_s for b, _s in steps_plan for c in b.cases()) + 30 * len(steps_plan))
         run_dir = run.new_run_dir(m.name, "bench")
         est_before = progress.done_est
-        result = run.run_job(m, steps, timeout_s=timeout, run_dir=run_dir, stream=ConsoleWatcher(progress, on_marker),
-                             log=lambda s: None, build_scheduler=False)
+        watcher = ConsoleWatcher(progress, on_marker)
+        if session is not None:
+            result = session.run_job(steps, timeout, run_dir, stream=watcher)
+        else:
+            result = run.run_job(m, steps, timeout_s=timeout, run_dir=run_dir, stream=watcher, log=lambda s: None,
+                                 build_scheduler=False)
         # Whatever the markers said, this run's share of the estimate is now done.
         progress.done_est = est_before + per_run_est
         raw_dir = out / "raw" / f"run{r + 1}"
@@ -390,7 +408,8 @@ def run_bench(m: machines.Machine, specs: list[run.SchedSpec], benches: list[ben
             if st["ejected"]:
                 bad.append(f"{st['sched']} {st['bench']}: ejected: {st['exit_kind']}: {st['exit_reason']}")
         bad += [f"the lab refused a record of the guest: {e}" for e in result.guest_errors]
-        progress.say(f"run {r + 1}/{runs} done in {fmt_dur(result.wall_s or 0)} (boot {result.boot_s} s)"
+        progress.say(f"run {r + 1}/{runs} done in {fmt_dur(result.wall_s or 0)}"
+                     + (f" (boot {result.boot_s} s)" if session is None else "")
                      + ("" if not bad else "; problems:\n  " + "\n  ".join(bad)))
     return results
 
@@ -419,6 +438,22 @@ def default_out(machine: str) -> Path:
     return paths.runs_dir() / f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{machine}"
 
 
+def host_builds(specs: list[run.SchedSpec], log) -> None:
+    """bench --host without --no-build: build the workloads, scx_locality and any peer found neither built nor
+    on PATH, as the guest path would; a failed build raises setup.SetupMissing."""
+    build_workloads(log)
+    if any(s.name == "scx_locality" for s in specs) and not os.environ.get("LOCALITY_SCHED_BIN"):
+        log("bench: building scx_locality (cargo build --release)")
+        reason = build_locality()
+        if reason:
+            raise setup.SetupMissing(f"building scx_locality failed: {reason}")
+    for name in sorted({s.name for s in specs if s.name in peers.registry_peers()}):
+        if host.find_peer(name) is None:
+            ok, detail = peers.build(name, log=log)
+            if not ok:
+                raise setup.SetupMissing(f"building {name} failed: {detail}")
+
+
 def main(args) -> int:
     from . import report
 
@@ -440,12 +475,27 @@ def main(args) -> int:
         raise benchfile.BenchError("no benchmark given (--bench NAME[,NAME...]); `bin/lab bench --list` lists them")
     if not 1 <= args.runs <= 100:
         raise benchfile.BenchError(f"--runs {args.runs} is out of range 1..100")
-    m = machines.load(args.machine)
+    if args.host and args.machine:
+        raise run.UsageError("--machine does not go with --host: --host runs on this machine and reads its "
+                             "topology from /sys")
+    m = None if args.host else machines.load(args.machine or DEFAULT_MACHINE)
     specs = parse_sched_list(args.sched, args.ablate)
     benches = [benchfile.load_benchmark(s) for s in args.bench.split(",") if s.strip()]
     names = [b.name for b in benches]
     if len(set(names)) != len(names):
         raise benchfile.BenchError("a benchmark is given twice; give its sweep values in one spec instead")
+    session = None
+    if args.host:
+        # Refusals first (one line each, nothing run yet); with building allowed, what is missing of ours is
+        # built before the programs and binaries are checked.
+        host.check_environment(specs)
+        if not args.no_build:
+            host_builds(specs, lambda s: print(s, flush=True))
+        host.check_programs(benches, WORKLOAD_PROGRAMS)
+        m = host.read_machine()
+        session = host.Session(m, host.sched_binaries(specs), log=lambda s: print(s, flush=True))
+        for w in host.warnings(benches):
+            print(f"bench: warning: {w}", flush=True)
     out = Path(args.out) if args.out else default_out(m.name)
     if (out / "results.json").exists() and not args.force:
         raise benchfile.BenchError(f"{out} already holds results.json; use another --out or --force to overwrite")
@@ -454,12 +504,19 @@ def main(args) -> int:
             shutil.rmtree(out / sub, ignore_errors=True)
         for f in out.glob("*.png"):
             f.unlink()
-    setup.kernel_files()  # raises SetupMissing early
+    if session is None:
+        setup.kernel_files()  # raises SetupMissing early
     cmdline = "bin/lab " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0] else ""
     total_cases = sum(len(b.cases()) for b in benches)
+    if session is not None:
+        print(f"bench: this host: {m.summary()}", flush=True)
     print(f"bench: {m.name}, schedulers {', '.join(s.label for s in specs)}; {len(benches)} benchmark(s), "
           f"{total_cases} case(s), {args.runs} run(s); output in {out}", flush=True)
-    results = run_bench(m, specs, benches, args.runs, out, build=not args.no_build, command_line=cmdline)
+    if session is None:
+        results = run_bench(m, specs, benches, args.runs, out, build=not args.no_build, command_line=cmdline)
+    else:
+        with session:
+            results = run_bench(m, specs, benches, args.runs, out, command_line=cmdline, session=session)
     path = report.write_report(out)
     print(report.summary_text(out), flush=True)
     print(f"bench: report: {path}", flush=True)

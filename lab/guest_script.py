@@ -6,13 +6,14 @@ Each case of the step runs under workloads/locsample, which records where the be
 host with lab_put_file. workloads/bpfcost snapshots the BPF run time of the scheduler's callbacks before and after
 each case (it turns kernel.bpf_stats_enabled on; nothing is counted under EEVDF, which runs no BPF).
 "lab-bench: step-begin / case-begin / case-end" lines on the console mark the progress.
+`bin/lab bench --host` runs the same script on the host itself (lab/host.py), with the host's paths.
 """
 from __future__ import annotations
 
 import re
 import shlex
 
-from . import benchfile
+from . import benchfile, run
 
 # Sampler periods (ms): last CPU of every task, se.nr_migrations, /proc/stat; and the most of one CPU (percent)
 # the task scans may take (the scan period stretches beyond SAMPLE_MS to stay within it).
@@ -25,13 +26,15 @@ def case_tag(step: int, case: int) -> str:
     return f"s{step}c{case}"
 
 
-def step_command(cases: list[benchfile.Case], step: int, header: str) -> str:
-    """The shell command of one step: every case under locsample, its files sent to the host."""
+def step_command(cases: list[benchfile.Case], step: int, header: str, place: run.JobPlace = run.GUEST) -> str:
+    """The shell command of one step: every case under locsample, its files sent to the host. place says where
+    lib.sh and the scratch folder are (the guest's, or the host's for bench --host)."""
     begin = shlex.quote(f"lab-bench: step-begin {step} {header}")
-    lines = [". /lab/lib.sh", "mkdir -p /tmp/lb", f"echo {begin}"]
+    work = shlex.quote(f"{place.tmp}/lb")
+    lines = [f". {shlex.quote(place.lib)}", f"mkdir -p {work}", f"echo {begin}"]
     for j, c in enumerate(cases):
         tag = case_tag(step, j)
-        base = f"/tmp/lb/{tag}"
+        base = f"{work}/{tag}"
         limit = int(max(1, c.timeout_s))
         kinds = ["out", "tasks", "cpu", "bpf"] + (["ticks"] if c.ticks else [])
         lines += [

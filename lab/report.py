@@ -538,6 +538,9 @@ def write_report(out: Path) -> Path:
            **results.get("sampler", {})}
     lines = [f"# Bench report: {results['machine']}", "",
              f"- machine: `{results.get('machine_summary', results['machine'])}`",
+             *(["- where: on this machine itself (`bin/lab bench --host`), not in a QEMU guest: a run is one pass "
+                "of every step with no boot in between, and times (BPF costs too) are native"]
+               if results.get("host") else []),
              f"- schedulers: {', '.join(f'`{x}`' for x in labels)} (baseline: `{labels[0]}`)",
              "- benchmarks: " + ", ".join(f"`{b.get('spec', n)}`" for n, b in results["benchmarks"].items()),
              f"- runs: {len(results.get('runs', []))} of {results.get('runs_requested')} requested; created "

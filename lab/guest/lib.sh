@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # Functions for lab jobs (sourced by /lab/job). Records for the host go to ttyS1, one per line, starting
 # with "@@"; the host (lab/run.py) parses them. Everything a person should see goes to the console.
+# `bin/lab bench --host` sources this file on the host itself (lab/host.py): it sets LAB_CTL to a records
+# file, LAB_TMP to its temporary folder and LAB_SYS to the sysfs to read (a fake one in its tests).
 
-LAB_CTL=/dev/ttyS1
-lab_rec() { echo "@@$*" > "$LAB_CTL"; }
+LAB_CTL=${LAB_CTL:-/dev/ttyS1}
+LAB_TMP=${LAB_TMP:-/tmp}
+LAB_SYS=${LAB_SYS:-/sys}
+# Appended (>>), so that a records file is never truncated; the same as > on the guest's serial port.
+lab_rec() { echo "@@$*" >> "$LAB_CTL"; }
 
 # One canonical text form of the topology, compared byte for byte with what the host expects.
 lab_topology() {
@@ -21,9 +26,9 @@ lab_topology() {
 }
 
 lab_check_topology() {
-    lab_topology > /tmp/topology.actual
-    while read -r line; do lab_rec "topo $line"; done < /tmp/topology.actual
-    if cmp -s /tmp/topology.actual /lab/topology.expected; then
+    lab_topology > "$LAB_TMP/topology.actual"
+    while read -r line; do lab_rec "topo $line"; done < "$LAB_TMP/topology.actual"
+    if cmp -s "$LAB_TMP/topology.actual" /lab/topology.expected; then
         lab_rec "topology ok"
         return 0
     fi
@@ -31,20 +36,20 @@ lab_check_topology() {
     return 1
 }
 
-lab_sched_state() { cat /sys/kernel/sched_ext/state 2>/dev/null || echo missing; }
-lab_sched_ops() { cat /sys/kernel/sched_ext/root/ops 2>/dev/null; }
+lab_sched_state() { cat "$LAB_SYS/kernel/sched_ext/state" 2>/dev/null || echo missing; }
+lab_sched_ops() { cat "$LAB_SYS/kernel/sched_ext/root/ops" 2>/dev/null; }
 
 # lab_sched_start OPS TIMEOUT_S CMD...: start a sched_ext scheduler in the background and wait until the
 # kernel says it is enabled with that ops name. Sets LAB_SCHED_PID.
 lab_sched_start() {
     ops="$1"; timeout="$2"; shift 2
-    if [ ! -d /sys/kernel/sched_ext ]; then
+    if [ ! -d "$LAB_SYS/kernel/sched_ext" ]; then
         lab_rec "sched-start fail no-sched-ext"; return 1
     fi
     if [ "$(lab_sched_state)" != disabled ]; then
         lab_rec "sched-start fail busy $(lab_sched_ops)"; return 1
     fi
-    "$@" > /tmp/sched.log 2>&1 &
+    "$@" > "$LAB_TMP/sched.log" 2>&1 &
     LAB_SCHED_PID=$!
     t0=$(cut -d' ' -f1 /proc/uptime)
     i=0
@@ -58,7 +63,7 @@ lab_sched_start() {
         if ! kill -0 $LAB_SCHED_PID 2>/dev/null; then
             wait $LAB_SCHED_PID; rc=$?
             lab_rec "sched-start fail exited $rc"
-            cat /tmp/sched.log
+            cat "$LAB_TMP/sched.log"
             return 1
         fi
         sleep 0.1
@@ -108,12 +113,12 @@ lab_sched_stop() {
 lab_put_file() {
     [ -f "$2" ] || return 0
     lab_rec "file-begin $1"
-    base64 "$2" > "$LAB_CTL"
+    base64 "$2" >> "$LAB_CTL"
     lab_rec "file-end $1"
 }
 
 lab_finish() {
-    dmesg > /tmp/kernel.log
-    lab_put_file kernel.log /tmp/kernel.log
+    dmesg > "$LAB_TMP/kernel.log"
+    lab_put_file kernel.log "$LAB_TMP/kernel.log"
     lab_rec "done"
 }
