@@ -566,8 +566,10 @@ def crashed_before_job(run_dir: Path) -> bool:
 # (seen here: sched_tick, sched_balance_update_blocked_averages, under EEVDF and scx_locality alike, about
 # once in 40 scheduler starts). That is the emulator's fault, not the job's, so the whole run gets one new
 # boot. A BPF program that jumps into its JIT image's int3 padding oopses too, but with RIP in bpf_prog_*: that
-# is the scheduler's fault and stays the run's result.
-TCG_TEXT_PATCH_OOPS_RE = re.compile(r"Oops: int3\b[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*RIP: 0010:(?!bpf_prog_)[A-Za-z_]")
+# is the scheduler's fault and stays the run's result. Between the Oops line and its RIP come the CPU and
+# hardware lines, the "Sched_ext:" state line and now and then another CPU's message (seen: the "BPF scheduler
+# ... enabled" line): up to 8 lines are allowed.
+TCG_TEXT_PATCH_OOPS_RE = re.compile(r"Oops: int3\b[^\n]*\n(?:[^\n]*\n){0,8}?[^\n]*RIP: 0010:(?!bpf_prog_)[A-Za-z_]")
 
 
 def tcg_text_patch_oops(run_dir: Path) -> bool:

@@ -179,3 +179,12 @@ def test_tcg_text_patch_oops(tmp_path):
     assert not run.tcg_text_patch_oops(d)
     (d / "console.log").write_text("[   35.08] Run /init as init process\n")
     assert not run.tcg_text_patch_oops(d)
+    # seen on numa2 as scx_locality was enabled: another CPU's message and the sched_ext state line between
+    (d / "console.log").write_text(
+        "[   29.73] Oops: int3: 0000 [#1] SMP NOPTI\n"
+        "[   29.73] sched_ext: BPF scheduler \"locality_0.1.0_x86_64_unknown_linux_gnu\" enabled\n"
+        "[   29.74] CPU: 3 UID: 0 PID: 169 Comm: sh Not tainted 7.3.4+deb13-amd64 #1 PREEMPT(lazy)\n"
+        "[   29.74] Hardware name: QEMU Standard PC (i440FX + PIIX, 1996)\n"
+        "[   29.74] Sched_ext: locality_0.1.0_x86_64_unknown_linux_gnu (enabled+all), task: runnable_at=-20ms\n"
+        "[   29.74] RIP: 0010:sched_tick+0xd6/0x250\n")
+    assert run.tcg_text_patch_oops(d)
