@@ -10,6 +10,11 @@ that run's job (lab/run.py); the kernel unpacks concatenated archives in order.
 The cache may be shared by concurrent runs (LOCALITY_CACHE, CI): an image is built under a lock on the images
 folder, into a temporary file of its own and renamed into place, so a reader sees a whole image or none; other
 clones' images are left alone until unused for IMAGE_KEEP_S.
+
+Flavours (LOCALITY_IMAGE_FLAVOUR, default "base"): a flavour is the base image followed by an overlay archive of
+its own, which the kernel unpacks over it; the base image itself is the same file whatever the flavour. "systemd"
+(lab/guest/systemd/) replaces /init with one that boots the host's systemd as PID 1, for the service test
+(lab/tests/test_service_lab.py).
 """
 from __future__ import annotations
 
@@ -168,9 +173,9 @@ def with_libraries(files: dict[str, str]) -> dict[str, str]:
 IMAGE_FORMAT = 2
 
 
-def input_hash(files: dict[str, str]) -> str:
+def input_hash(files: dict[str, str], fmt: str = f"format {IMAGE_FORMAT}") -> str:
     h = hashlib.sha256()
-    h.update(f"format {IMAGE_FORMAT}\n".encode())
+    h.update(f"{fmt}\n".encode())
     for guest, host in sorted(files.items()):
         st = os.stat(host)
         h.update(f"{guest}\0{host}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -209,8 +214,15 @@ def _reuse(path: Path) -> bool:
 def build(include_scheduler: bool = True, log=print) -> Path:
     """The image for the current inputs: the cached one if nothing changed, else a freshly built one."""
     files = with_libraries(collect_inputs(include_scheduler))
-    digest = input_hash(files)
-    out = paths.images_dir() / f"base-{digest}.cpio.gz"
+    base = _cached("base", files, input_hash(files), _pack, log)
+    name = flavour()
+    return base if name == "base" else _flavoured(name, base, log)
+
+
+def _cached(prefix: str, files: dict[str, str], digest: str, pack, log) -> Path:
+    """images/PREFIX-DIGEST.cpio.gz: reused if present, else made by pack(files, fh) under the cache lock.
+    PREFIX must not be another prefix followed by "-" (_prune globs PREFIX-*)."""
+    out = paths.images_dir() / f"{prefix}-{digest}.cpio.gz"
     if _reuse(out):
         return out
     with cache_lock(out.parent, log):
@@ -221,12 +233,12 @@ def build(include_scheduler: bool = True, log=print) -> Path:
         tmp_out = Path(tmp_name)
         try:
             with os.fdopen(fd, "wb") as fh:
-                _pack(files, fh)
+                pack(files, fh)
             tmp_out.chmod(0o644)
             tmp_out.rename(out)  # atomic: readers see the whole image or none
         finally:
             tmp_out.unlink(missing_ok=True)
-        _prune(out.parent, keep=out)
+        _prune(out.parent, keep=out, prefix=prefix)
     return out
 
 
@@ -258,28 +270,114 @@ def _pack(files: dict[str, str], fh) -> None:
         (root / "etc/hosts").write_text("127.0.0.1 localhost lab\n::1 localhost\n")
         (root / "etc/nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
         (root / "etc/services").write_text("netperf 12865/tcp\n")
-        find = subprocess.Popen(["find", "."], cwd=root, stdout=subprocess.PIPE)
-        cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root,
-                                stdin=find.stdout, stdout=subprocess.PIPE)
-        gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=fh)
-        find.stdout.close()
-        cpio.stdout.close()
-        if gz.wait() or cpio.wait() or find.wait():
-            raise RuntimeError("packing the guest image failed")
+        _write_cpio_gz(root, fh)
 
 
-def _prune(folder: Path, keep: Path) -> None:
-    """Remove images unused for IMAGE_KEEP_S and the temporary files of killed builds; called under cache_lock
-    (so no build is under way). Images of other clones or scheduler builds sharing the cache stay while used."""
+def _write_cpio_gz(root: Path, fh) -> None:
+    """Everything under root as a gzipped cpio (newc, owned by root) into fh."""
+    find = subprocess.Popen(["find", "."], cwd=root, stdout=subprocess.PIPE)
+    cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root,
+                            stdin=find.stdout, stdout=subprocess.PIPE)
+    gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=fh)
+    find.stdout.close()
+    cpio.stdout.close()
+    if gz.wait() or cpio.wait() or find.wait():
+        raise RuntimeError("packing the guest image failed")
+
+
+def _prune(folder: Path, keep: Path, prefix: str = "base") -> None:
+    """Remove PREFIX images unused for IMAGE_KEEP_S and the temporary files of killed builds; called under
+    cache_lock (so no build is under way). Images of other clones or scheduler builds sharing the cache stay
+    while used."""
     now = time.time()
-    for old in folder.glob(".base-*.tmp"):
+    for old in folder.glob(f".{prefix}-*.tmp"):
         old.unlink(missing_ok=True)
-    for old in folder.glob("base-*.cpio.gz"):
+    for old in folder.glob(f"{prefix}-*.cpio.gz"):
         try:
             if old != keep and now - old.stat().st_mtime > IMAGE_KEEP_S:
                 old.unlink()
         except FileNotFoundError:
             pass
+
+
+FLAVOUR_ENV = "LOCALITY_IMAGE_FLAVOUR"
+FLAVOURS = ("base", "systemd")
+SYSTEMD_GUEST_DIR = GUEST_DIR / "systemd"
+SERVICES_DIR = paths.REPO / "services"
+# The host's systemd (Debian 12: 252), at the paths its units and its ldd output name.
+SYSTEMD_BINARIES = ["/lib/systemd/systemd", "/lib/systemd/systemd-journald", "/bin/systemctl", "/bin/journalctl"]
+SYSTEMD_HOST_UNITS = ["systemd-journald.service", "systemd-journald.socket"]
+SYSTEMD_UNIT_DIR = "/lib/systemd/system"
+# Bump when _pack_overlay changes what it makes from the same inputs.
+OVERLAY_FORMAT = 1
+
+
+def flavour() -> str:
+    """The image flavour runs boot: LOCALITY_IMAGE_FLAVOUR, "base" when unset or empty."""
+    name = os.environ.get(FLAVOUR_ENV) or "base"
+    if name not in FLAVOURS:
+        raise setup.SetupMissing(f"{FLAVOUR_ENV}={name!r}: expected one of {', '.join(FLAVOURS)}")
+    return name
+
+
+def overlay_inputs(name: str) -> dict[str, str]:
+    """Guest path -> host path of a flavour's overlay (without libraries). "systemd": systemd, journald,
+    systemctl, journalctl and journald's units from the host; the lab's /init, minimal units, /etc/os-release and
+    guest scripts (lab/guest/systemd/); the repo's services/ files under /lab/services, for the job to install."""
+    if name != "systemd":
+        raise ValueError(f"flavour {name!r} has no overlay")
+    files: dict[str, str] = {}
+    for host in SYSTEMD_BINARIES + [f"{SYSTEMD_UNIT_DIR}/{u}" for u in SYSTEMD_HOST_UNITS]:
+        if not os.path.exists(host):
+            raise setup.SetupMissing(f"{host} is missing: the systemd image flavour needs the host's systemd")
+        files[host] = host
+    for f in sorted(SYSTEMD_GUEST_DIR.iterdir()):
+        if f.name == "init":
+            files["/init"] = str(f)
+        elif f.suffix in (".target", ".service"):
+            files[f"{SYSTEMD_UNIT_DIR}/{f.name}"] = str(f)
+        elif f.name == "os-release":
+            files["/etc/os-release"] = str(f)
+        elif f.is_file():
+            files[f"/lab/systemd/{f.name}"] = str(f)
+    for f in sorted(SERVICES_DIR.iterdir()):
+        if f.is_file():
+            files[f"/lab/services/{f.name}"] = str(f)
+    return files
+
+
+def _pack_overlay(files: dict[str, str], fh) -> None:
+    """Write the gzipped cpio of an overlay: its files and their folders only."""
+    with tempfile.TemporaryDirectory(prefix="lab-overlay-") as tmp:
+        root = Path(tmp)
+        root.chmod(0o755)  # the folders of "/" it holds are unpacked over the base image's
+        for guest, host in files.items():
+            dest = root / guest.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(host, dest, follow_symlinks=True)
+        os.chmod(root / "init", 0o755)
+        (root / "etc/hostname").write_text("lab\n")
+        (root / "etc/machine-id").write_text("")  # /init writes this boot's
+        _write_cpio_gz(root, fh)
+
+
+def _concat(parts: dict[str, str], fh) -> None:
+    for host in parts.values():
+        with open(host, "rb") as src:
+            shutil.copyfileobj(src, fh, 1 << 20)
+
+
+def _flavoured(name: str, base: Path, log) -> Path:
+    """The base image followed by the flavour's overlay (gzip members may follow each other in an initramfs;
+    the later one wins), cached as NAME-DIGEST.cpio.gz. The overlay is cached on its own (overlay-NAME-...),
+    so that a new base image (a new scheduler build) costs a copy, not a rebuild. The overlay is self-contained:
+    it carries its binaries' libraries even where the base image has the same host files."""
+    files = with_libraries(overlay_inputs(name))
+    overlay = _cached(f"overlay-{name}", files, input_hash(files, f"{name} overlay {OVERLAY_FORMAT}"),
+                      _pack_overlay, log)
+    parts = {"base": str(base), "overlay": str(overlay)}
+    digest = hashlib.sha256(f"{base.name}\0{overlay.name}".encode()).hexdigest()[:16]
+    return _cached(name, parts, digest, _concat, log)
 
 
 def job_archive(files: dict[str, bytes], dest: Path) -> Path:
