@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB := bin/lab
 PY = $${LOCALITY_CACHE:-$(CURDIR)/.cache}/venv/bin/python
 
-.PHONY: setup build test unit-test lab-test demo clean
+.PHONY: setup build test unit-test lab-test test-lab-all demo clean
 
 setup:
 	$(LAB) setup
@@ -24,6 +24,11 @@ lab-test: build
 	$(PY) -m pytest -q -m lab lab/tests
 
 test: unit-test lab-test
+
+# Every switch of scx_locality loaded (numaq4) and every modeled machine booted once (big64 included): slower
+# than make test; run it after changing the BPF side, a switch or a machine file.
+test-lab-all: build
+	$(PY) -m pytest -q -m "lab or lab_all" lab/tests
 
 # EEVDF against scx_locality on numa2: hackbench (process, pipes, 2 group sizes) and wakelat, 3 runs
 # (about 4 minutes here); prints the comparison tables and the report's path.

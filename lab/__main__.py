@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         killed = run.kill_all_guests()  # run_job has done it already; this is the last resort
         name = e.args[0] if isinstance(e, run.Interrupted) else "SIGINT"
-        print(f"lab: interrupted ({name}); no QEMU of this run is left" +
+        left = "nothing of the job is left running" if getattr(args, "host", False) else "no QEMU of this run is left"
+        print(f"lab: interrupted ({name}); {left}" +
               (f" (killed pid {', '.join(map(str, killed))})" if killed else ""), file=sys.stderr)
         return run.EXIT_INTERRUPTED
     except BrokenPipeError:

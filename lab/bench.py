@@ -151,8 +151,11 @@ def build_locality() -> str | None:
         return f"{manifest} is missing"
     # Run in scheduler/: cargo reads .cargo/config.toml from the working directory, not the manifest's, and
     # scheduler/.cargo/config.toml is what points BPF_CLANG at a clang that exists (Debian has clang-19 only).
-    r = subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(manifest)],
-                       capture_output=True, text=True, cwd=manifest.parent)
+    try:
+        r = subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", str(manifest)],
+                           capture_output=True, text=True, cwd=manifest.parent)
+    except OSError as e:  # no cargo on PATH (sudo's PATH has no ~/.cargo/bin)
+        return (f"cannot run cargo ({e.strerror}): build as your own user (make build), then pass --no-build")
     if r.returncode != 0:
         return "cargo build failed: " + peers.error_summary(r.stdout + r.stderr)
     return None

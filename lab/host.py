@@ -16,9 +16,11 @@ differs:
 - the machine must be made ready and left as it was: check_environment() and check_programs() refuse, before
   anything runs, what this machine cannot do (one line each: not root, no sched_ext, sched_ext in use by
   another scheduler, a missing program, named with what provides it); Session puts back the settings the
-  benchmarks change (SETTINGS, addresses added to lo) and removes its temporary folder; Session.run_job stops
-  whatever the job left running, the scheduler first (SIGINT, as lib.sh's lab_sched_stop does) and waits for
-  sched_ext to read "disabled", on every way out (the job's end, a time limit, an error, Ctrl-C/SIGTERM/SIGHUP).
+  benchmarks change (SETTINGS, addresses added to lo) after every run, as a new boot would, and removes its
+  temporary folder at the end; Session.run_job stops whatever the job left running (its shell, then the
+  scheduler with SIGINT, as lib.sh's lab_sched_stop does, then the rest) and waits for sched_ext to read
+  "disabled", on every way out (the job's end, a time limit, an error, Ctrl-C/SIGTERM/SIGHUP). Its messages
+  never stop it: a log line that cannot be written (a closed pipe or terminal) is dropped.
 """
 from __future__ import annotations
 
@@ -229,7 +231,7 @@ def check_environment(specs: list[run.SchedSpec]) -> None:
     if state is not None and state != "disabled":
         raise HostRefused(f"another sched_ext scheduler is loaded (state {state}"
                           + (f", ops {ops}" if ops else "") + "); stop it first (Ctrl-C its scx_* process, or "
-                          "systemctl stop scx_loader / scx), then run the bench again")
+                          "systemctl stop scx_locality / scx_loader / scx), then run the bench again")
 
 
 def job_path() -> str:
@@ -386,7 +388,9 @@ def _runs_one_of(pid: int, binaries: set[str]) -> bool:
     """Whether pid runs one of binaries (real paths): as its executable, or as the script its interpreter runs
     (argv[0] or argv[1]; a scheduler started through a wrapper script)."""
     try:
-        if os.path.realpath(os.readlink(PROC / str(pid) / "exe")) in binaries:
+        # a binary rebuilt while it runs reads "PATH (deleted)"
+        exe = os.readlink(PROC / str(pid) / "exe").removesuffix(" (deleted)")
+        if os.path.realpath(exe) in binaries:
             return True
         argv = (PROC / str(pid) / "cmdline").read_bytes().split(b"\0")[:2]
     except OSError:
@@ -441,7 +445,16 @@ class Session:
     def __init__(self, machine: HostMachine, sched_bins: dict[str, str], log=None):
         self.machine = machine
         self.sched_bins = dict(sched_bins)
-        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        out = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+        def safe_log(msg: str) -> None:
+            # the clean-up must go on when the output is gone (`| tee` killed by the same Ctrl-C, a closed
+            # terminal after SIGHUP): a message that cannot be written is dropped
+            try:
+                out(msg)
+            except (OSError, ValueError):
+                pass
+        self.log = safe_log
         self.tmp: str | None = None
         self.place: run.JobPlace | None = None
         self.saved: dict[str, str] = {}
@@ -527,6 +540,10 @@ class Session:
             with run.signals_held():  # the stop must finish: Ctrl-C again waits for it
                 if proc is not None:
                     self.stop(proc, steps)
+                # the next run starts as from a new boot: settings as they were, an empty working folder
+                self.restore()
+                shutil.rmtree(self.place.workdir, ignore_errors=True)
+                os.mkdir(self.place.workdir)
                 klog.poll()
                 klog.close()
                 (run_dir / "kernel.log").write_text(klog.text())
@@ -548,9 +565,9 @@ class Session:
         log = self.log
         sid = proc.pid
         if proc.poll() is None:
-            log("bench: stopping the job on this host (a second Ctrl-C waits for this)")
             proc.kill()
             proc.wait()
+            log("bench: stopped the job on this host; stopping what it left (a second Ctrl-C waits for this)")
         exes = {os.path.realpath(b) for b in self.sched_bins.values()}
         scheds = [p for p in session_pids(sid) if _runs_one_of(p, exes)]
         if scheds:

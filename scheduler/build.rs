@@ -96,16 +96,11 @@ fn git_sha() {
     let Some(sha) = git(&["rev-parse", "--short=10", "HEAD"]) else {
         return;
     };
-    // Rebuild the version when HEAD moves: a checkout changes HEAD, a
-    // commit the branch's ref. (A path that does not exist, e.g. a packed
-    // ref, would make cargo rerun this script on every build: skip it.)
-    let mut watch = vec!["HEAD".to_string()];
-    watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
-    for what in watch {
-        if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", &what]) {
-            if std::path::Path::new(&p).exists() {
-                println!("cargo:rerun-if-changed={p}");
-            }
+    // Rebuild the version when HEAD moves: every commit and checkout appends
+    // to HEAD's reflog (the branch's own ref file may be packed away).
+    if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", "logs/HEAD"]) {
+        if std::path::Path::new(&p).exists() {
+            println!("cargo:rerun-if-changed={p}");
         }
     }
     println!("cargo:rustc-env=LOCALITY_GIT_SHA={sha}");

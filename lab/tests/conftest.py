@@ -10,9 +10,11 @@ def pytest_collection_modifyitems(config, items):
     if config.getoption("--no-lab"):
         skip = pytest.mark.skip(reason="--no-lab given")
         for item in items:
-            if item.get_closest_marker("lab"):
+            if item.get_closest_marker("lab") or item.get_closest_marker("lab_all"):
                 item.add_marker(skip)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: boots a QEMU guest (slow; needs bin/lab setup)")
+    config.addinivalue_line("markers", "lab_all: boots every machine or loads every switch (make test-lab-all; "
+                                       "not in make test)")

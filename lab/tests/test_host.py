@@ -4,6 +4,7 @@ refusals (one line, documented exit code, nothing created), the job script on th
 settings put back."""
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -215,7 +216,7 @@ def test_cli_refusals_are_one_line_and_create_nothing(monkeypatch, tmp_path, cap
     rc, _, err = run_cli(base + ["--sched", "eevdf"], capsys)
     assert rc == 9 and err.splitlines() == [
         "lab: error: another sched_ext scheduler is loaded (state enabled, ops lavd); stop it first (Ctrl-C its "
-        "scx_* process, or systemctl stop scx_loader / scx), then run the bench again"]
+        "scx_* process, or systemctl stop scx_locality / scx_loader / scx), then run the bench again"]
 
     monkeypatch.setattr(host, "SYS", fake_sysfs(tmp_path / "sys3", {0: "0-1"}, ["0-1"], ["0", "1"], "0-1"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -302,6 +303,25 @@ def test_session_puts_settings_back_and_removes_its_folder(monkeypatch, tmp_path
     assert (proc / "sys/kernel/numa_balancing").read_text() == "0\n"
     assert said == ["bench: restored kernel.bpf_stats_enabled = 0"]
     assert not Path(s.tmp).exists()
+
+
+def test_stop_goes_on_when_its_messages_cannot_be_written(monkeypatch, tmp_path):
+    """A log that raises (stdout a closed pipe: `| tee` killed by the same Ctrl-C) must not cut the clean-up
+    short: the job's shell and everything of its session are gone afterwards."""
+    monkeypatch.setattr(host, "_ip_lo", lambda: None)
+
+    def broken(msg):
+        raise BrokenPipeError(32, "Broken pipe")
+    m = host.read_machine()
+    with host.Session(m, {}, log=broken) as s:
+        job = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
+        deadline = time.monotonic() + 5
+        while len(host.session_pids(job.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(host.session_pids(job.pid)) >= 3
+        s.stop(job, [])
+        assert job.poll() is not None
+        assert host.session_pids(job.pid) == []
 
 
 def test_report_says_where_it_ran(tmp_path):

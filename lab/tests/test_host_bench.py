@@ -175,7 +175,7 @@ def test_a_signal_stops_the_scheduler_and_leaves_nothing(tmp_path, sig):
         p.kill()
     assert p.returncode == run.EXIT_INTERRUPTED, out + err
     assert f"lab: interrupted ({sig.name})" in err
-    assert "bench: stopping the job on this host" in out and "bench: stopping the scheduler (SIGINT to pid" in out
+    assert "bench: stopped the job on this host" in out and "bench: stopping the scheduler (SIGINT to pid" in out
     assert (tmp_path / "fake.log").read_text().splitlines()[-1] == "got-sigint"
     assert (sys_root / "kernel/sched_ext/state").read_text() == "disabled\n"
     assert not tagged(env["LOCALITY_TEST_TAG"])  # no scheduler, sampler, hackbench or shell of the job is left

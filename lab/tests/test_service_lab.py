@@ -15,8 +15,8 @@ from lab import image, machines, run, unitfile
 
 pytestmark = pytest.mark.lab
 
-CHECKS = ["enable", "load", "start", "attached-line", "stats-socket", "monitor", "quiet", "stop", "migrated",
-          "boot-start", "crash", "crash-stop", "bad-flag", "limit-setup", "limit", "limit-cleanup"]
+CHECKS = ["enable", "load", "start", "attached-line", "stats-socket", "monitor", "ops-name", "quiet", "stop",
+          "migrated", "boot-start", "crash", "crash-stop", "bad-flag", "limit-setup", "limit", "limit-cleanup"]
 # Journal lines one start or one stop may add: PID 1's own ("Started", "Stopping", "Deactivated", "Stopped",
 # "Consumed ... CPU time") and the agent's (topology, attached, final stats). Anything per interval is far more.
 MAX_LINES_PER_EVENT = 8

@@ -304,7 +304,7 @@ fn semver() -> String {
 fn parse_interval(s: &str) -> std::result::Result<f64, String> {
     let v: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
     if !(0.1..=3600.0).contains(&v) {
-        return Err(format!("{v} s is outside 0.1..=3600"));
+        return Err(format!("{v} s: must be between 0.1 and 3600 seconds"));
     }
     Ok(v)
 }

@@ -110,13 +110,19 @@ show_journal $((j1 - j0))
 # the statistics socket (RuntimeDirectory=scx under ProtectSystem=strict) answers a monitor
 wait_until 20 test -S /run/scx/root/stats
 check stats-socket $? "$(ls -l /run/scx/root/stats 2>&1)"
-scx_locality --monitor 1 > /tmp/monitor.log 2>&1 &
+# (half-second reports, as the peers accept: at least two must come)
+scx_locality --monitor 0.5 > /tmp/monitor.log 2>&1 &
 monitor=$!
-wait_until 30 grep -q '^\[scx_locality\]' /tmp/monitor.log
+wait_until 30 sh -c "[ \$(grep -c '^\[scx_locality\]' /tmp/monitor.log) -ge 2 ]"
 ok=$?
 kill -INT $monitor
 wait $monitor
 check monitor $ok "$(grep -c '^\[scx_locality\]' /tmp/monitor.log) reports: $(head -n 2 /tmp/monitor.log | tr '\n' ' ' | cut -c1-160)"
+
+# the kernel shows the version --version prints: "0.1.0-gSHA x86_64-..." -> "locality_0.1.0_gSHA_x86_64_..."
+want="locality_$(scx_locality --version | cut -d' ' -f2- | tr -c 'A-Za-z0-9._\n' '_')"
+[ "$(cat /sys/kernel/sched_ext/root/ops)" = "$want" ]
+check ops-name $? "ops=$(cat /sys/kernel/sched_ext/root/ops) version=$(scx_locality --version)"
 
 # --- quiet: QUIET_S s of running, with pages to migrate, add no journal line
 memlocal -n 32 -f 1 -c 0 -s "$QUIET_S" -p 5000 > /tmp/memlocal.log 2>&1
