@@ -92,7 +92,7 @@ use topology::Topo;
 
 /// Checks that need no BPF: who we are and what the kernel offers.
 fn preflight() -> Result<()> {
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         return Err(fatal(EXIT_NOT_ROOT, "must run as root (CAP_SYS_ADMIN and CAP_BPF)"));
     }
     if !std::path::Path::new("/sys/kernel/sched_ext").exists() {
@@ -213,7 +213,7 @@ impl<'a> Scheduler<'a> {
         topo: &Topo,
         open_object: &'a mut MaybeUninit<libbpf_rs::OpenObject>,
     ) -> Result<Self> {
-        // libbpf's output goes through init_libbpf_logging() (main); do not
+        // libbpf's output goes through init_logging() (main); do not
         // call obj_builder.debug(), which would replace that callback.
         let builder = BpfSkelBuilder::default();
         let mut skel = scx_ops_open!(
@@ -547,7 +547,10 @@ fn init_logging(opts: &Opts) {
         simplelog::ColorChoice::Never,
     );
     // libbpf's own messages: warnings always (a verifier rejection log is
-    // a warning), everything with -vv or --log-level=trace.
+    // a warning), everything with -vv or --log-level=trace. Not
+    // scx_utils::init_libbpf_logging(): it passes every message through at
+    // libbpf's level, so the attach warning libbpf_print() demotes would
+    // show at every start.
     let min = if libbpf_debug {
         libbpf_rs::PrintLevel::Debug
     } else {

@@ -37,6 +37,8 @@ pub const MAX_SMT: usize = bpf_intf::locality_consts_MAX_SMT as usize;
 
 /// Parse a kernel-style CPU list ("0-3,8,10-11") strictly: no empty
 /// items, no reversed ranges, no junk. Returns the CPUs in the given order.
+/// Not scx_utils::read_cpulist(): it takes a reversed range as empty and
+/// expands any range, however large.
 pub fn parse_cpulist(s: &str) -> std::result::Result<Vec<usize>, String> {
     let s = s.trim();
     if s.is_empty() {

@@ -19,7 +19,10 @@
 
 use std::collections::HashMap;
 
-use super::Placer;
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
+
+use super::{ids, Placer};
 
 impl Placer {
     /// --memory-node-affinity: bind each process that fits one node to a
@@ -61,9 +64,8 @@ impl Placer {
             }
         };
         let (ours, want) = (mask_of(prev), mask_of(node));
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(tids) = ids(&format!("/proc/{pid}/task")) else { return };
+        for tid in tids {
             let Some(cur) = get_affinity(tid) else { continue };
             // only threads with every CPU (nobody restricted them) or
             // with the mask we set ourselves
@@ -128,22 +130,20 @@ pub fn assign_nodes(cands: &[NodeCand], node_cpus: &[usize]) -> HashMap<u32, usi
     out
 }
 
+/// The CPUs `tid` may run on; None if it is gone.
 pub(crate) fn get_affinity(tid: u32) -> Option<Vec<usize>> {
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::sched_getaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if r != 0 {
-        return None;
-    }
-    Some((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
+    let set = sched_getaffinity(Pid::from_raw(tid as i32)).ok()?;
+    Some((0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
 }
 
 fn set_affinity(tid: u32, cpus: &[usize]) {
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let mut set = CpuSet::new();
     for &c in cpus {
-        unsafe { libc::CPU_SET(c, &mut set) };
+        // a CPU beyond the set's size cannot be named: left out
+        let _ = set.set(c);
     }
     // ESRCH (the thread exited) and EINVAL are harmless here
-    unsafe { libc::sched_setaffinity(tid as libc::pid_t, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    let _ = sched_setaffinity(Pid::from_raw(tid as i32), &set);
 }
 
 #[cfg(test)]

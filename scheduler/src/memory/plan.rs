@@ -35,6 +35,9 @@
 //! first-touched by one thread looks private to that thread's node and is
 //! not spread. Single-node processes need no guess: everything goes home.
 //!
+//! numa_maps is parsed here (parse_numa_maps_line): the procfs crate has no
+//! reader for it.
+//!
 //! Knob: `--memory=off|local|spread`. Stats: per process (memory_procs)
 //! pages_node, rss_mb (anonymous pages from numa_maps).
 

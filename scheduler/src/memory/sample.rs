@@ -15,6 +15,10 @@
 //!   largest, an active one leaves below 27%; the home node is always
 //!   active. A process with one active node is "single-node".
 //!
+//! Reading: the procfs crate parses statm, stat and schedstat; the walk over
+//! /proc and /proc/<pid>/task is ours (mod.rs, ids()), one file open per
+//! read as before.
+//!
 //! Knob: `--memory-interval-ms` (the sampling period; a thread busy for more
 //! than a tenth of it counts as busy for home nodes and node binding).
 //! Stats: memory_scans; per process (memory_procs) home, active,
@@ -22,7 +26,10 @@
 
 use std::collections::HashMap;
 
-use super::{read, Placer, Proc};
+use procfs::process::{Schedstat, Stat, StatM};
+use procfs::FromRead;
+
+use super::{ids, Placer, Proc};
 
 /// Processes with less anonymous memory than this are left alone.
 pub const MIN_RSS_MB: u64 = 16;
@@ -33,7 +40,7 @@ pub const ACTIVE_LEAVE: f64 = 0.27;
 pub const HOME_SWITCH: f64 = 1.25;
 /// Decay of the per-node runtime per interval.
 pub const RT_DECAY: f64 = 0.5;
-const PF_KTHREAD: u64 = 0x0020_0000;
+const PF_KTHREAD: u32 = 0x0020_0000;
 
 /// New active set from the decayed runtime per node, with hysteresis; the
 /// home node is always active.
@@ -68,25 +75,15 @@ pub fn update_home(prev: Option<usize>, rt: &[f64]) -> Option<usize> {
     }
 }
 
-/// Fields after the ")" of a /proc stat line (field 3 is index 0).
-fn stat_fields(s: &str) -> Option<Vec<&str>> {
-    let i = s.rfind(')')?;
-    Some(s[i + 1..].split_whitespace().collect())
-}
-
 impl Placer {
     /// Read where every thread ran since the last sample.
     pub(super) fn sample(&mut self) {
         self.scan += 1;
-        let Ok(dir) = std::fs::read_dir("/proc") else { return };
-        for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if pid == self.me {
-                continue;
+        let Some(pids) = ids("/proc") else { return };
+        for pid in pids {
+            if pid != self.me {
+                self.sample_proc(pid);
             }
-            self.sample_proc(pid);
         }
         let scan = self.scan;
         self.procs.retain(|_, p| p.seen == scan);
@@ -94,29 +91,26 @@ impl Placer {
         self.cursor.retain(|(pid, _), _| procs.contains_key(pid));
     }
 
+    /// One process. Any read that fails (ESRCH, ENOENT: it or the thread
+    /// exited) skips it quietly; the process leaves `procs` at the end of
+    /// the pass if it was not seen.
     fn sample_proc(&mut self, pid: u32) {
-        // statm first: size resident shared ... (pages); anon ~ resident -
-        // shared. Kernel threads (all zeros) and small processes stop here,
-        // one short read each instead of two.
-        let Some(statm) = read(&format!("/proc/{pid}/statm")) else { return };
-        let v: Vec<u64> = statm.split_whitespace().filter_map(|s| s.parse().ok()).collect();
-        if v.len() < 3 || v[1].saturating_sub(v[2]) * self.page < MIN_RSS_MB << 20 {
+        // statm first: anon ~ resident - shared (pages). Kernel threads (all
+        // zeros) and small processes stop here, one short read each
+        // instead of two.
+        let Ok(statm) = StatM::from_file(format!("/proc/{pid}/statm")) else { return };
+        if statm.resident.saturating_sub(statm.shared) * self.page < MIN_RSS_MB << 20 {
             self.procs.remove(&pid);
             return;
         }
-        let Some(stat) = read(&format!("/proc/{pid}/stat")) else { return };
-        let Some(f) = stat_fields(&stat) else { return };
-        let flags: u64 = f.get(6).and_then(|s| s.parse().ok()).unwrap_or(0);
-        if flags & PF_KTHREAD != 0 {
+        let Ok(stat) = Stat::from_file(format!("/proc/{pid}/stat")) else { return };
+        if stat.flags & PF_KTHREAD != 0 {
             return;
         }
         let nn = self.o.nr_nodes.max(1);
         let scan = self.scan;
         let p = self.procs.entry(pid).or_insert_with(|| Proc {
-            comm: stat
-                .find('(')
-                .and_then(|a| stat.rfind(')').map(|b| stat[a + 1..b].to_string()))
-                .unwrap_or_default(),
+            comm: stat.comm,
             thread_rt: HashMap::new(),
             node_rt: vec![0.0; nn],
             total_rt: 0,
@@ -140,18 +134,14 @@ impl Placer {
         p.recent = 0;
         p.busy = 0;
         let busy_ns = self.o.interval_ms * 100_000;
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+        let Some(tids) = ids(&format!("/proc/{pid}/task")) else { return };
         let mut alive = HashMap::new();
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            let Some(ss) = read(&format!("/proc/{pid}/task/{tid}/schedstat")) else { continue };
-            let Some(rt) = ss.split_whitespace().next().and_then(|s| s.parse::<u64>().ok()) else {
-                continue;
-            };
-            let Some(ts) = read(&format!("/proc/{pid}/task/{tid}/stat")) else { continue };
-            let cpu = stat_fields(&ts).and_then(|f| f.get(36).and_then(|s| s.parse::<usize>().ok()));
+        for tid in tids {
+            let Ok(ss) = Schedstat::from_file(format!("/proc/{pid}/task/{tid}/schedstat")) else { continue };
+            let rt = ss.sum_exec_runtime;
+            let Ok(ts) = Stat::from_file(format!("/proc/{pid}/task/{tid}/stat")) else { continue };
+            // the CPU it last ran on (field 39 of stat)
+            let cpu = ts.processor.and_then(|c| usize::try_from(c).ok());
             let prev = p.thread_rt.get(&tid).copied();
             alive.insert(tid, rt);
             // a thread seen for the first time: its runtime so far counts,
@@ -178,7 +168,6 @@ impl Placer {
             p.active = update_active(&p.active, &p.node_rt, h);
         }
     }
-
 }
 
 #[cfg(test)]
@@ -218,13 +207,24 @@ mod tests {
         assert_eq!(update_home(Some(1), &[0.0, 0.0]), Some(1));
     }
 
+    /// The fields sample_proc() takes from procfs's parsers: flags and the
+    /// last CPU of stat (a comm with parentheses and spaces does not shift
+    /// them), the runtime of schedstat, resident and shared of statm.
     #[test]
-    fn stat_line_fields() {
+    fn proc_fields() {
         let s = "123 (a (b) c) R 1 123 123 0 -1 4194560 0 0 0 0 5 6 0 0 20 0 3 0 100 1000 50 \
                  18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 5 0 0 0 0 0";
-        let f = stat_fields(s).unwrap();
-        assert_eq!(f[0], "R");
-        assert_eq!(f[6], "4194560"); // flags (field 9)
-        assert_eq!(f[36], "5"); // processor (field 39)
+        let st = Stat::from_read(s.as_bytes()).unwrap();
+        assert_eq!(st.comm, "a (b) c");
+        assert_eq!(st.flags, 4194560); // field 9
+        assert_eq!(st.flags & PF_KTHREAD, 0);
+        assert_eq!(st.processor, Some(5)); // field 39
+        let k = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 4 0 0 \
+                 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0";
+        assert_ne!(Stat::from_read(k.as_bytes()).unwrap().flags & PF_KTHREAD, 0);
+        let ss = Schedstat::from_read("1234567 89 10\n".as_bytes()).unwrap();
+        assert_eq!(ss.sum_exec_runtime, 1234567);
+        let m = StatM::from_read("2000 1500 300 10 0 900 0\n".as_bytes()).unwrap();
+        assert_eq!((m.resident, m.shared), (1500, 300));
     }
 }
