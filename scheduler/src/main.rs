@@ -271,6 +271,8 @@ impl<'a> Scheduler<'a> {
             if topo.overridden { "override" } else { "sysfs" },
         );
         let _ = std::io::stdout().flush();
+        // once attached, so that a start that fails stays one line on stderr
+        info!("scx_locality {}", full_version());
         info!("topology: {}", topo.describe());
 
         // Memory placement runs on its own thread (never in this loop).
@@ -606,7 +608,6 @@ fn run(opts: &Opts) -> Result<i32> {
     }
 
     preflight()?;
-    info!("scx_locality {}", full_version());
     if opts.steal_cross_node && opts.no_steal {
         warn!("--steal-cross-node has no effect with --no-steal");
     }
