@@ -25,7 +25,9 @@ pytestmark = pytest.mark.skipif(
     or not all((image.workloads_bin_dir() / p).exists() for p in ("locsample", "bpfcost")),
     reason="needs root, hackbench (rt-tests) and the workloads built (make -C workloads)")
 
-CASE = "hackbench:mode=process:ipc=pipe:groups=1:loops=200"
+# long enough (about 1-2 s here) for the sampler, which looks every 100 ms, to see its tasks: 200 loops took
+# 0.08 s once and the sampler saw nothing
+CASE = "hackbench:mode=process:ipc=pipe:groups=1:loops=3000"
 
 
 def lab_env(tmp_path: Path, **extra) -> dict:
