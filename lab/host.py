@@ -506,7 +506,7 @@ class Session:
         script = run_dir / "job.sh"
         script.write_text(run.job_script(steps, None, self.place))
         # as the guest's limit, without the boot: the cases' budgets plus each scheduler's start and stop
-        limit = timeout_s + sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
+        limit = timeout_s + run.sched_overhead_s(steps)
         klog = KernelLog()
         if klog.error:
             log(f"bench: warning: cannot read the kernel log ({klog.error}); scheduler exits will not be named")

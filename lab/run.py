@@ -798,6 +798,11 @@ def pump_console(proc: subprocess.Popen, console: Path, stream, log) -> threadin
     return th
 
 
+def sched_overhead_s(steps: list[Step]) -> int:
+    """Seconds a job's time limit allows, beyond its cases' budgets, for starting and stopping its schedulers."""
+    return sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
+
+
 def _supervise(proc, m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path, result: RunResult,
                stream, log, on_step_end, deadline: float | None, t0: float) -> None:
     """Stream the console, watch the records, and kill the guest past its time limits or its output caps."""
@@ -805,8 +810,7 @@ def _supervise(proc, m: machines.Machine, steps: list[Step], timeout_s: int, run
     ctl = run_dir / "ctl.log"
     th = pump_console(proc, console, stream, log)
     # Steps bounded in the guest get the kill's grace (timeout -k 10) and the sending of their logs on top.
-    limit = (m.boot_timeout_s + timeout_s + sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
-             + sum(30 for s in steps if s.timeout_s))
+    limit = m.boot_timeout_s + timeout_s + sched_overhead_s(steps) + sum(30 for s in steps if s.timeout_s)
     watch = _CtlWatcher(ctl, on_step_end)
     while True:
         try:
