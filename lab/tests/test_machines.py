@@ -58,6 +58,15 @@ def test_spr_has_two_llcs_in_one_node():
     assert len(m.nodes) == 1 and len(m.llcs) == 2
 
 
+def test_milan_has_several_llcs_in_each_node():
+    m = machines.load("milan-2n8llc")
+    assert len(m.nodes) == 2 and len(m.llcs) == 8 and m.nr_cpus == 32
+    node_of = {c: i for i, n in enumerate(m.nodes) for c in n}
+    for i, cpus in enumerate(m.llcs):
+        assert len(cpus) == 4 and {node_of[c] for c in cpus} == {i // 4}
+    assert not m.needs_llc_override
+
+
 def test_qemu_args_for_numa2():
     args = machines.load("numa2").qemu_topology_args()
     assert "8,sockets=2,cores=4,threads=1" in args

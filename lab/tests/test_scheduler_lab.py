@@ -70,15 +70,14 @@ def test_bad_input_in_guest():
 
 
 def test_cache_aware_keeps_a_small_group_in_one_llc_spr():
-    """Cache-aware (--cache-aware) on spr-1n2llc (one node, two LLCs of 4 CPUs): hackbench -T over sockets with
-    2 pairs (4 threads, about half of one LLC) gets a preferred LLC and spends most of its runtime there, and the
-    LLC's utilisation is not mistaken for overload. How much is a quality figure, not a bar that holds every
-    boot: in 5 consecutive boots here the share was 0.859, 1.0, 0.972, 0.946, 0.985 (0.714 once on a fresh
-    machine), so the >= 0.95 goal is the cache-hackbench benchmark's (README, docs/decisions.md) and this test
-    checks only what holds each boot: a preference recorded, more than half the runtime in it (that is, the
-    preferred LLC is the one it runs in), few overload drops."""
+    """Cache-aware scheduling with default flags on spr-1n2llc (one node, two LLCs of 4 CPUs, so it is on):
+    hackbench -T over sockets with 2 pairs (4 threads, fewer than the LLC's cores) gets a preferred LLC and spends
+    most of its runtime there. How much is a quality figure, not a bar that holds every boot: the >= 0.95 goal is
+    the cache-hackbench benchmark's (README, docs/decisions.md), and this test checks only what holds each boot:
+    a preference recorded and more than half the runtime in it (that is, the preferred LLC is the one it runs
+    in)."""
     m = machines.load("spr-1n2llc")
-    steps = [run.Step(run.parse_sched("scx_locality:--cache-aware"), "hackbench -T -g 1 -f 2 -l 125000")]
+    steps = [run.Step(run.parse_sched("scx_locality"), "hackbench -T -g 1 -f 2 -l 125000")]
     res = run.run_job(m, steps, timeout_s=600, stream=None, build_scheduler=False)
     assert res.exit_code() == run.EXIT_OK, res
     st = final_stats(res.steps[0].sched_log)
@@ -87,9 +86,6 @@ def test_cache_aware_keeps_a_small_group_in_one_llc_spr():
     hb = max(procs, key=lambda p: p["runtime_ms"])
     assert hb["pref_llc"] >= 0 and st["cache_pref_set"] > 0, hb
     assert hb["share"] > 0.5, hb
-    # a diagnostic, not a quality bar: a few drops in a boot are seen (0-3), dozens mean utilisation is again
-    # mistaken for overload (before utilisation came from run time, several a second)
-    assert st["cache_drop_overload"] <= 8, st
     assert res.steps[0].sched_exit_kind == "unregistered from user space"
 
 

@@ -22,6 +22,21 @@ use scx_stats_derive::Stats;
 
 use crate::bpf_intf as intf;
 
+/// --cache-gates values: when a thread may move into or out of its
+/// process's preferred LLC (cache_rules.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CacheGates {
+    /// Into the preferred LLC unless it is past --cache-overaggr-pct busy and
+    /// busier than the source by --cache-imb-pct; out of it only while it is
+    /// overloaded (more runnable tasks than CPUs, busy past 100/117).
+    Overload,
+    /// The series' _get_migrate_hint(): the same test into it, the moving
+    /// thread counted; out of it only when it is past --cache-overaggr-pct and
+    /// busier than the destination by --cache-imb-pct; no gate when both
+    /// LLCs are past --cache-overaggr-pct.
+    Utilisation,
+}
+
 pub const CACHE_MAX_LLCS: usize = intf::locality_consts_CACHE_MAX_LLCS as usize;
 
 /// Byte layout of `struct cache_proc` (cache.bpf.c).

@@ -20,6 +20,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::memory::MemoryMode;
+use crate::cache::CacheGates;
 use crate::numa::{ExecPlacement, NumaBalance};
 
 const EXIT_CODES: &str = "\
@@ -135,12 +136,13 @@ pub struct Opts {
     #[arg(long)]
     pub no_wake_affine: bool,
 
-    /// Cache-aware scheduling (off by default): each multi-threaded process
+    /// Cache-aware scheduling (on by default where a node holds more than one
+    /// LLC, the only machines where it can act): each multi-threaded process
     /// gets a preferred LLC; idle CPUs pull its tasks there and
-    /// steals/wakeups do not take them out of it while it is not
-    /// overloaded; an idle CPU of the preferred LLC asks a task running
-    /// elsewhere to come at its next wake-up. Off by default
-    /// (docs/decisions.md, "Cache-aware scheduling").
+    /// steals/wakeups take them out of it only as --cache-gates allows; an
+    /// idle CPU of the preferred LLC asks a task running
+    /// elsewhere to come at its next wake-up. --cache-aware turns it on on
+    /// any machine.
     #[arg(long, overrides_with = "no_cache_aware")]
     pub cache_aware: bool,
 
@@ -156,11 +158,16 @@ pub struct Opts {
     pub cache_wake_aggr: bool,
 
     /// Cache-aware: scales the fit limit (a process keeps its preferred LLC
-    /// while its running threads need at most 80% x N of the LLC's cores,
-    /// SMT siblings counted once); 100 = no limit.
+    /// while its running threads are at most N x the LLC's cores, SMT
+    /// siblings counted once); 100 = no limit.
     #[arg(long, alias = "aggr-tolerance", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub cache_aggr_tolerance: u32,
+
+    /// Cache-aware: when a thread may move into or out of its process's
+    /// preferred LLC.
+    #[arg(long, value_enum, default_value_t = CacheGates::Overload)]
+    pub cache_gates: CacheGates,
 
     /// Cache-aware: hysteresis; the preferred LLC changes only when another
     /// LLC has more than N times its occupancy.
@@ -179,15 +186,19 @@ pub struct Opts {
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub cache_epoch_timeout: u32,
 
-    /// Cache-aware: a move into the preferred LLC is refused when that LLC
-    /// is more than PCT busy (utilisation, so 100 turns the gate off) and
-    /// busier than the source by --cache-imb-pct.
+    /// Cache-aware: an LLC below PCT busy (utilisation, the moving thread
+    /// counted) has room: a move into the preferred LLC is refused only
+    /// when it would be past PCT and busier than the source by
+    /// --cache-imb-pct, a move out only when it is past PCT and busier than
+    /// the destination by --cache-imb-pct; with both LLCs past PCT the
+    /// gates stand aside.
     #[arg(long, alias = "overaggr-pct", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub cache_overaggr_pct: u32,
 
-    /// Cache-aware: how much busier (percent) than the source the
-    /// preferred LLC may be before a move into it is refused.
+    /// Cache-aware: how much busier (percent) one LLC must be than the other
+    /// before a move into the preferred LLC is refused or a move out of it
+    /// allowed.
     #[arg(long, alias = "imb-pct", default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub cache_imb_pct: u32,
@@ -316,10 +327,17 @@ impl Opts {
         self.sparse_idle && !self.no_sparse_idle
     }
 
-    /// Cache-aware scheduling in force (only with --cache-aware; the last
-    /// of --cache-aware / --no-cache-aware wins).
-    pub fn cache_aware(&self) -> bool {
-        self.cache_aware && !self.no_cache_aware
+    /// Cache-aware scheduling as asked: Some(true) with --cache-aware,
+    /// Some(false) with --no-cache-aware (the last of the two wins), None
+    /// when neither is given (then the machine decides, rodata.rs).
+    pub fn cache_aware(&self) -> Option<bool> {
+        if self.no_cache_aware {
+            Some(false)
+        } else if self.cache_aware {
+            Some(true)
+        } else {
+            None
+        }
     }
 
     /// The log level in force and whether libbpf's debug output is shown:
@@ -455,18 +473,23 @@ mod tests {
     #[test]
     fn cache_flags() {
         let o = parse(&[]).unwrap();
-        assert!(!o.cache_aware() && !o.cache_wake_aggr);
+        assert!(o.cache_aware().is_none() && !o.cache_wake_aggr);
         assert_eq!(
             (o.cache_aggr_tolerance, o.cache_switch_ratio, o.cache_epoch_ms),
             (1, 2, 10)
         );
         assert_eq!((o.cache_epoch_timeout, o.cache_overaggr_pct, o.cache_imb_pct), (50, 50, 20));
-        assert!(!parse(&["--no-cache-aware"]).unwrap().cache_aware());
-        assert!(parse(&["--cache-aware"]).unwrap().cache_aware());
+        assert_eq!(parse(&["--no-cache-aware"]).unwrap().cache_aware(), Some(false));
+        assert_eq!(parse(&["--cache-aware"]).unwrap().cache_aware(), Some(true));
         // the last of the pair wins
-        assert!(parse(&["--no-cache-aware", "--cache-aware"]).unwrap().cache_aware());
-        assert!(!parse(&["--cache-aware", "--no-cache-aware"]).unwrap().cache_aware());
+        assert_eq!(parse(&["--no-cache-aware", "--cache-aware"]).unwrap().cache_aware(), Some(true));
+        assert_eq!(parse(&["--cache-aware", "--no-cache-aware"]).unwrap().cache_aware(), Some(false));
         assert!(parse(&["--cache-wake-aggr"]).unwrap().cache_wake_aggr);
+        assert_eq!(o.cache_gates, CacheGates::Overload);
+        assert_eq!(
+            parse(&["--cache-gates=utilisation"]).unwrap().cache_gates,
+            CacheGates::Utilisation
+        );
         for bad in [
             "--cache-aggr-tolerance=0",
             "--cache-aggr-tolerance=101",

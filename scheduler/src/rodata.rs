@@ -11,7 +11,7 @@ use anyhow::{anyhow, Result};
 use log::warn;
 
 use crate::bpf_skel::{types, OpenBpfSkel};
-use crate::cache;
+use crate::cache::{self, CacheGates};
 use crate::cli::Opts;
 use crate::numa::{self, ExecPlacement, NumaBalance};
 use crate::topology::{Topo, MAX_SMT};
@@ -78,8 +78,11 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.numa_mode = mode.bpf_mode();
     r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
     r.home_enabled = opts.home_node();
-    let cache_on = opts.cache_aware() && (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
-    if opts.cache_aware() && !cache_on {
+    // by default only where a node holds several LLCs: elsewhere there is
+    // nothing to gather and the accounting would be cost without use
+    let cache_wanted = opts.cache_aware().unwrap_or_else(|| topo.node_has_several_llcs());
+    let cache_on = cache_wanted && (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
+    if cache_wanted && !cache_on {
         warn!(
             "cache-aware scheduling off: {} LLCs, more than the {} it tracks",
             topo.nr_llcs,
@@ -95,6 +98,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.cache_aggr_tol = opts.cache_aggr_tolerance;
     r.cache_overaggr_pct = opts.cache_overaggr_pct;
     r.cache_imb_pct = opts.cache_imb_pct;
+    r.cache_gates_util = opts.cache_gates == CacheGates::Utilisation;
     let allowances = numa::node_allowances(topo);
     for (n, a) in allowances.iter().enumerate().take(r.node_imb_nr.len()) {
         r.node_imb_nr[n] = *a;
@@ -149,6 +153,7 @@ mod tests {
         assert!(!r.cache_aware && !r.cache_track && !r.cache_wake_aggr && !w.cache_on);
         assert_eq!((r.cache_epoch_ns, r.cache_epoch_timeout, r.cache_switch_ratio), (10_000_000, 50, 2));
         assert_eq!((r.cache_aggr_tol, r.cache_overaggr_pct, r.cache_imb_pct), (1, 50, 20));
+        assert!(!r.cache_gates_util);
         assert_eq!((&r.cpu_node[..4], &r.cpu_llc[..4], &r.cpu_core[..4]), (&[0, 0, 1, 1][..], &[0, 0, 1, 1][..], &[0, 1, 2, 3][..]));
         assert_eq!((&r.cpu_topo_known[..4], &r.cpu_nr_sibs[..4]), (&[1, 1, 1, 1][..], &[0, 0, 0, 0][..]));
         assert_eq!((&r.llc_off[..3], &r.node_off[..3]), (&[0, 2, 4][..], &[0, 2, 4][..]));

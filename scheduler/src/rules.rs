@@ -349,17 +349,33 @@ mod cache {
 
     extern "C" {
         static rules_cache_scan_layout: [usize; 6];
-        /// CACHE_PREF_KEEP, CACHE_PREF_DROP_FIT, CACHE_PREF_DROP_OVERLOAD
-        static rules_cache_pref_verdicts: [u32; 3];
-        fn rules_cache_busy_pct(util: u32, cpus: u32) -> u64;
+        /// CACHE_PREF_KEEP, CACHE_PREF_DROP_FIT
+        static rules_cache_pref_verdicts: [u32; 2];
+        /// CACHE_MIG_ALLOW, CACHE_MIG_IGNORE, CACHE_MIG_FORBID
+        static rules_cache_mig_hints: [u32; 3];
         fn rules_cache_overloaded(load: u32, util: u32, cpus: u32) -> bool;
-        fn rules_cache_may_enter(
-            src_busy: u64,
-            dst_busy: u64,
-            overaggr_pct: u32,
+        #[allow(clippy::too_many_arguments)]
+        fn rules_cache_migrate_hint(
+            src_util: u64,
+            src_cap: u64,
+            dst_util: u64,
+            dst_cap: u64,
+            task_util: u64,
+            to_pref: bool,
+            aggr_cap_pct: u32,
             imb_pct: u32,
-        ) -> bool;
-        fn rules_cache_may_leave(pref_overloaded: bool) -> bool;
+        ) -> u32;
+        #[allow(clippy::too_many_arguments)]
+        fn rules_cache_migrate_hint_overload(
+            src_util: u64,
+            dst_util: u64,
+            dst_cap: u64,
+            pref_overloaded: bool,
+            to_pref: bool,
+            aggr_cap_pct: u32,
+            imb_pct: u32,
+        ) -> u32;
+        fn rules_cache_thread_util(total: u64, epoch_ns: u64, nr_threads: u32) -> u64;
         fn rules_cache_cores(cpus: u32, smt: u32) -> u32;
         fn rules_cache_decay(occ: u64, epochs: u64) -> u64;
         fn rules_cache_scan_start(s: *mut CacheScan);
@@ -378,26 +394,59 @@ mod cache {
             cur_occ: u64,
             switch_ratio: u32,
         ) -> i32;
-        fn rules_cache_verdict(
-            total: u64,
-            cores: u32,
-            overloaded: bool,
-            epoch_ns: u64,
-            aggr_tol: u32,
-        ) -> u32;
+        fn rules_cache_verdict(total: u64, cores: u32, epoch_ns: u64, aggr_tol: u32) -> u32;
     }
 
-    fn busy_pct(util: u32, cpus: u32) -> u64 {
-        unsafe { rules_cache_busy_pct(util, cpus) }
-    }
     fn overloaded(load: u32, util: u32, cpus: u32) -> bool {
         unsafe { rules_cache_overloaded(load, util, cpus) }
     }
-    fn may_enter(src_busy: u64, dst_busy: u64, overaggr_pct: u32, imb_pct: u32) -> bool {
-        unsafe { rules_cache_may_enter(src_busy, dst_busy, overaggr_pct, imb_pct) }
+
+    /// What the gates answer.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Hint {
+        Allow,
+        Ignore,
+        Forbid,
     }
-    fn may_leave(pref_overloaded: bool) -> bool {
-        unsafe { rules_cache_may_leave(pref_overloaded) }
+
+    fn to_hint(h: u32) -> Hint {
+        let [allow, ignore, forbid] = unsafe { rules_cache_mig_hints };
+        match h {
+            v if v == allow => Hint::Allow,
+            v if v == ignore => Hint::Ignore,
+            v if v == forbid => Hint::Forbid,
+            v => panic!("hint {v}"),
+        }
+    }
+
+    fn busy(b: f64) -> u64 {
+        (b * ONE as f64) as u64
+    }
+
+    /// The gate (--cache-gates=utilisation) for a move between two LLCs of
+    /// 4 CPUs, utilisation in busy CPUs, the series' defaults (50% fit,
+    /// 20% imbalance).
+    fn hint(src_busy: f64, dst_busy: f64, task_busy: f64, to_pref: bool) -> Hint {
+        let cap = 4 * ONE as u64;
+        to_hint(unsafe {
+            rules_cache_migrate_hint(busy(src_busy), cap, busy(dst_busy), cap, busy(task_busy), to_pref, 50, 20)
+        })
+    }
+
+    /// The same under --cache-gates=overload.
+    fn hint_overload(src_busy: f64, dst_busy: f64, pref_overloaded: bool, to_pref: bool) -> Hint {
+        let cap = 4 * ONE as u64;
+        to_hint(unsafe {
+            rules_cache_migrate_hint_overload(
+                busy(src_busy),
+                busy(dst_busy),
+                cap,
+                pref_overloaded,
+                to_pref,
+                50,
+                20,
+            )
+        })
     }
     fn cores(cpus: u32, smt: u32) -> u32 {
         unsafe { rules_cache_cores(cpus, smt) }
@@ -416,8 +465,17 @@ mod cache {
     fn pick(s: &CacheScan, cur: i32, cur_at_home: bool, cur_occ: u64, switch_ratio: u32) -> i32 {
         unsafe { rules_cache_pick(s, cur, cur_at_home, cur_occ, switch_ratio) }
     }
-    fn verdict(total: u64, cores: u32, overloaded: bool, epoch_ns: u64, aggr_tol: u32) -> u32 {
-        unsafe { rules_cache_verdict(total, cores, overloaded, epoch_ns, aggr_tol) }
+    fn verdict(total: u64, cores: u32, epoch_ns: u64, aggr_tol: u32) -> u32 {
+        unsafe { rules_cache_verdict(total, cores, epoch_ns, aggr_tol) }
+    }
+
+    /// A process's occupancy of one LLC as cache_new_epoch() sees it, just
+    /// after the decay, when `threads` threads have run there all the time
+    /// for many epochs: the real decay rule applied to the real sequence
+    /// (an epoch of runtime added, then the halving at the next epoch).
+    fn steady(threads: f64) -> u64 {
+        let per_epoch = (threads * EP as f64) as u64;
+        (0..64).fold(0, |occ, _| decay(occ + per_epoch, 1))
     }
 
     #[test]
@@ -440,17 +498,14 @@ mod cache {
     enum Pref {
         Llc(usize),
         None,
-        /// running threads need more than 80% (x tolerance) of the LLC's cores
+        /// more running threads than the LLC's cores (x tolerance)
         DropFit,
-        /// the LLC is overloaded
-        DropOverload,
     }
 
     /// What cache_new_epoch() knows of each LLC.
     struct Llcs<'a> {
         /// cores of each LLC (cache_rule_cores())
         cores: &'a [u32],
-        overloaded: &'a [bool],
         /// node of each LLC
         node: &'a [usize],
         /// llc_load (fixed point), for the homed process with no runtime at home
@@ -488,17 +543,10 @@ mod cache {
         let Ok(best) = usize::try_from(best) else {
             return Pref::None;
         };
-        let [keep, fit, overload] = unsafe { rules_cache_pref_verdicts };
-        match verdict(
-            s.total,
-            llcs.cores[best],
-            llcs.overloaded[best],
-            epoch_ns,
-            aggr_tol,
-        ) {
+        let [keep, fit] = unsafe { rules_cache_pref_verdicts };
+        match verdict(s.total, llcs.cores[best], epoch_ns, aggr_tol) {
             v if v == keep => Pref::Llc(best),
             v if v == fit => Pref::DropFit,
-            v if v == overload => Pref::DropOverload,
             v => panic!("verdict {v}"),
         }
     }
@@ -506,10 +554,9 @@ mod cache {
     const NODE0: [usize; 2] = [0, 0];
     const LOAD0: [u32; 2] = [0, 0];
 
-    fn llcs<'a>(cores: &'a [u32], ovl: &'a [bool]) -> Llcs<'a> {
+    fn llcs(cores: &[u32]) -> Llcs<'_> {
         Llcs {
             cores,
-            overloaded: ovl,
             node: &NODE0,
             load: &LOAD0,
         }
@@ -517,7 +564,7 @@ mod cache {
 
     #[test]
     fn hysteresis_needs_twice() {
-        let l = llcs(&[4, 4], &[false, false]);
+        let l = llcs(&[4, 4]);
         // LLC 1 leads, but not by more than 2x: keep 0
         let occ = [1_000_000, 2_000_000];
         assert_eq!(choose(&occ, Some(0), None, 2, 1, EP, &l), Pref::Llc(0));
@@ -535,45 +582,44 @@ mod cache {
     }
 
     #[test]
+    fn steady_occupancy_is_one_epoch_of_runtime() {
+        // what the verdict sees right after the decay: r threads' runtime of
+        // one epoch (the halving sum's steady state is 2x that just before)
+        assert!(steady(3.0).abs_diff(3 * EP) <= 1);
+        assert!(decay(steady(3.0) + 3 * EP, 0).abs_diff(6 * EP) <= 1);
+    }
+
+    #[test]
     fn fit_counts_cores_not_smt_siblings() {
         // epyc-l3numa's LLC: 4 CPUs, 2 cores of 2 SMT siblings. hackbench -T
-        // with 2 pairs keeps about 2.2 threads running: over 80% of 2 cores
-        // (1.6), so no preference; 1 pair (about 1.1) fits.
+        // with 2 pairs keeps about 2.2 threads running: more than 2 cores,
+        // so no preference; 1 pair (about 1.1) fits.
         assert_eq!(cores(4, 2), 2);
-        let l = llcs(&[2, 2], &[false, false]);
-        let occ = [2 * 22 * EP / 10, 0];
-        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::DropFit);
-        let occ = [2 * 11 * EP / 10, 0];
-        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        let l = llcs(&[2, 2]);
+        assert_eq!(choose(&[steady(2.2), 0], None, None, 2, 1, EP, &l), Pref::DropFit);
+        assert_eq!(choose(&[steady(1.1), 0], None, None, 2, 1, EP, &l), Pref::Llc(0));
         // the same load on 4 cores without SMT (spr-1n2llc) fits
         assert_eq!(cores(4, 1), 4);
-        let l = llcs(&[4, 4], &[false, false]);
-        let occ = [2 * 22 * EP / 10, 0];
-        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
+        let l = llcs(&[4, 4]);
+        assert_eq!(choose(&[steady(2.2), 0], None, None, 2, 1, EP, &l), Pref::Llc(0));
         // at least one core
         assert_eq!(cores(1, 2), 1);
     }
 
     #[test]
     fn backs_off_when_it_does_not_fit() {
-        let l = llcs(&[4, 4], &[false, false]);
-        // steady state: occ sum = 2 x runtime per epoch. 3 threads busy on
-        // 4 cores = 75% < 80%: fits
-        let occ = [2 * 3 * EP, 0];
-        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(0));
-        // 3.3 threads busy > 3.2: does not fit
-        let occ = [2 * 33 * EP / 10, 0];
-        assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::DropFit);
-        // tolerance 2 doubles the limit; 100 removes it
-        assert_eq!(choose(&occ, None, None, 2, 2, EP, &l), Pref::Llc(0));
-        let occ = [2 * 100 * EP, 0];
-        assert_eq!(choose(&occ, None, None, 2, 100, EP, &l), Pref::Llc(0));
-        // overloaded LLC
-        let occ = [EP, 0];
+        let l = llcs(&[4, 4]);
+        // 3.9 threads busy on 4 cores: fits
+        assert_eq!(choose(&[steady(3.9), 0], None, None, 2, 1, EP, &l), Pref::Llc(0));
+        // 4.4 threads busy > 4 cores: does not fit, wherever they ran
+        assert_eq!(choose(&[steady(4.4), 0], None, None, 2, 1, EP, &l), Pref::DropFit);
         assert_eq!(
-            choose(&occ, None, None, 2, 1, EP, &llcs(&[4, 4], &[true, false])),
-            Pref::DropOverload
+            choose(&[steady(2.5), steady(2.0)], None, None, 2, 1, EP, &l),
+            Pref::DropFit
         );
+        // tolerance 2 doubles the limit; 100 removes it
+        assert_eq!(choose(&[steady(4.4), 0], None, None, 2, 2, EP, &l), Pref::Llc(0));
+        assert_eq!(choose(&[steady(100.0), 0], None, None, 2, 100, EP, &l), Pref::Llc(0));
     }
 
     #[test]
@@ -583,24 +629,23 @@ mod cache {
         let load = [0, 0, 3 * ONE, ONE];
         let l = Llcs {
             cores: &[4; 4],
-            overloaded: &[false; 4],
             node: &node,
             load: &load,
         };
-        let occ = [EP / 2, EP, 0, 4 * EP];
+        let occ = [EP / 4, EP / 2, 0, 2 * EP];
         assert_eq!(choose(&occ, None, None, 2, 1, EP, &l), Pref::Llc(3));
         // home node 0: the best LLC inside it, however much ran elsewhere
         assert_eq!(choose(&occ, None, Some(0), 2, 1, EP, &l), Pref::Llc(1));
         // a preference outside the home is left without hysteresis
         assert_eq!(choose(&occ, Some(3), Some(0), 2, 1, EP, &l), Pref::Llc(1));
         // inside the home, hysteresis as usual: LLC 1 is not twice LLC 0
-        let occ = [EP, 2 * EP, 0, 0];
+        let occ = [EP / 2, EP, 0, 0];
         assert_eq!(choose(&occ, Some(0), Some(0), 2, 1, EP, &l), Pref::Llc(0));
         // homed on node 1 with no runtime there yet: its least loaded LLC
-        let occ = [4 * EP, 0, 0, 0];
+        let occ = [2 * EP, 0, 0, 0];
         assert_eq!(choose(&occ, None, Some(1), 2, 1, EP, &l), Pref::Llc(3));
         // the fit limit still counts the runtime of every LLC
-        let occ = [8 * EP, 0, 0, 0];
+        let occ = [5 * EP, 0, 0, 0];
         assert_eq!(choose(&occ, None, Some(1), 2, 1, EP, &l), Pref::DropFit);
     }
 
@@ -612,29 +657,67 @@ mod cache {
     }
 
     #[test]
-    fn gates() {
+    fn overloaded_as_the_kernel() {
         let one = ONE;
-        assert_eq!(busy_pct(2 * one, 4), 50);
-        assert_eq!(busy_pct(4 * one, 4), 100);
-        assert_eq!(busy_pct(one, 0), 0);
         // runnable tasks up to the CPUs: never overloaded
         assert!(!overloaded(4 * one, 4 * one, 4));
         // more tasks than CPUs and util above 100/117 (85.5%) of 4 CPUs
         assert!(overloaded(4 * one + 1, 4 * one, 4));
         assert!(overloaded(5 * one, 35 * one / 10, 4)); // 87.5%
-                                                        // a burst queued on a half-idle LLC is not overload
+        // a burst queued on a half-idle LLC is not overload
         assert!(!overloaded(6 * one, 2 * one, 4));
         assert!(!overloaded(5 * one, 34 * one / 10, 4)); // 85%
-                                                         // into: destination lightly used -> allowed whatever the source
-        assert!(may_enter(0, 50, 50, 20));
-        // destination over 50% but not 20% busier than the source
-        assert!(may_enter(60, 72, 50, 20));
-        // over 50% and more than 20% busier: refused
-        assert!(!may_enter(60, 73, 50, 20));
-        assert!(!may_enter(0, 51, 50, 20));
-        // out: only when the preferred LLC is overloaded
-        assert!(!may_leave(false));
-        assert!(may_leave(true));
+    }
+
+    #[test]
+    fn gate_into_the_preferred_llc() {
+        // LLCs of 4 CPUs, "fits" below 2 busy CPUs (50%)
+        // destination with room after the move: allowed whatever the source
+        assert_eq!(hint(0.0, 1.0, 0.5, true), Hint::Allow);
+        // destination past 50% with the task, but not 20% busier than the
+        // source without it: allowed (2.4 vs 2.0)
+        assert_eq!(hint(2.5, 1.9, 0.5, true), Hint::Allow);
+        // past 50% and more than 20% busier: refused (2.4 vs 1.9)
+        assert_eq!(hint(2.4, 1.9, 0.5, true), Hint::Forbid);
+        assert_eq!(hint(0.0, 1.6, 0.5, true), Hint::Forbid);
+        // both past 50%: aggregation stands aside
+        assert_eq!(hint(2.0, 2.0, 0.5, true), Hint::Ignore);
+    }
+
+    #[test]
+    fn gate_out_of_the_preferred_llc() {
+        // the preferred LLC still has room once the task is gone: stay
+        assert_eq!(hint(2.4, 0.0, 0.5, false), Hint::Forbid);
+        // past 50% without the task and more than 20% busier than the
+        // destination with it: may leave (2.5 vs 1.5)
+        assert_eq!(hint(3.0, 1.0, 0.5, false), Hint::Allow);
+        // past 50%, but the destination would be within 20%: a move back
+        // would follow, so stay (2.5 vs 2.1)
+        assert_eq!(hint(3.0, 1.6, 0.5, false), Hint::Forbid);
+        // both past 50%: ordinary balancing decides
+        assert_eq!(hint(3.0, 2.0, 0.5, false), Hint::Ignore);
+    }
+
+    #[test]
+    fn gates_of_the_overload_mode() {
+        // into: refused only past 50% and more than 20% busier than the source
+        assert_eq!(hint_overload(0.0, 1.9, false, true), Hint::Allow);
+        assert_eq!(hint_overload(2.5, 2.9, false, true), Hint::Allow);
+        assert_eq!(hint_overload(2.0, 2.5, false, true), Hint::Forbid);
+        // both busy: no standing aside, the same rule
+        assert_eq!(hint_overload(3.0, 3.9, false, true), Hint::Forbid);
+        // out: only while the preferred LLC is overloaded, however busy
+        assert_eq!(hint_overload(3.9, 0.0, false, false), Hint::Forbid);
+        assert_eq!(hint_overload(3.9, 0.0, true, false), Hint::Allow);
+    }
+
+    #[test]
+    fn thread_util_is_the_process_average() {
+        let t = |total, threads| unsafe { rules_cache_thread_util(total, EP, threads) };
+        // 2 busy CPUs' worth over 4 threads: half a CPU each
+        assert!(t(steady(2.0), 4).abs_diff(ONE as u64 / 2) <= 1);
+        assert_eq!(t(steady(2.0), 0), 0);
+        assert_eq!(unsafe { rules_cache_thread_util(EP, 0, 4) }, 0);
     }
 }
 

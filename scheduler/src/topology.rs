@@ -427,6 +427,22 @@ impl Topo {
     }
 
     /// One-line summary for logs.
+    /// Does some node hold more than one LLC? Only there can threads of a
+    /// process be gathered into one LLC without leaving their node.
+    pub fn node_has_several_llcs(&self) -> bool {
+        let mut node_of_llc: Vec<Option<usize>> = vec![None; self.nr_llcs];
+        for p in self.cpus.iter().flatten() {
+            node_of_llc[p.llc].get_or_insert(p.node);
+        }
+        let mut seen = vec![false; self.nr_nodes];
+        for n in node_of_llc.into_iter().flatten() {
+            if std::mem::replace(&mut seen[n], true) {
+                return true;
+            }
+        }
+        false
+    }
+
     pub fn describe(&self) -> String {
         let mut llcs: Vec<Vec<usize>> = vec![vec![]; self.nr_llcs];
         for (cpu, p) in self.cpus.iter().enumerate() {
@@ -519,6 +535,24 @@ mod tests {
             })
             .collect();
         Topo::from_raw(&(0..n).collect::<Vec<_>>(), &online).unwrap()
+    }
+
+    #[test]
+    fn several_llcs_in_a_node() {
+        // one LLC per node, or one LLC in all: nothing to gather
+        assert!(!two_node_smt().node_has_several_llcs());
+        assert!(!one_llc(8).node_has_several_llcs());
+        // spr-1n2llc: one node, two LLCs
+        let online: Vec<RawCpu> = (0..8)
+            .map(|cpu| RawCpu {
+                cpu,
+                node: 0,
+                llc_key: cpu / 4,
+                core_key: cpu,
+            })
+            .collect();
+        let t = Topo::from_raw(&(0..8).collect::<Vec<_>>(), &online).unwrap();
+        assert!(t.node_has_several_llcs());
     }
 
     fn ov(llcs: &[&str]) -> Override {

@@ -5,8 +5,8 @@
  *
  * Idea. Threads of one process share data; while they fit in one LLC,
  * keeping them there avoids bouncing cache lines between LLCs. When they
- * do not fit (too many running threads, or the LLC is overloaded),
- * aggregation backs off and ordinary balancing decides.
+ * do not fit (too many running threads), the preference is dropped; while
+ * the LLCs are too busy, the gates let ordinary balancing decide.
  *
  * Origin: Tim Chen, Chen Yu, Peter Zijlstra, "Cache aware scheduling" (RFC
  * v3, 2025; upstream since 7.2 as load-balance-only, CONFIG_SCHED_CACHE).
@@ -18,8 +18,10 @@
  * occ[llc]: the process's runtime on each LLC, halved every epoch
  * (epoch_ns, --epoch-period-ms). The decay is lazy: the first stop in a
  * new epoch shifts the array by the number of epochs elapsed (claimed with
- * a compare-and-swap on the entry's epoch so only one CPU does it), then
- * re-evaluates the preference:
+ * a compare-and-swap on the entry's epoch so only one CPU does it; each
+ * slot is halved with a compare-and-swap and added to atomically, so no
+ * runtime and no decay is lost to a concurrent stop), then re-evaluates
+ * the preference:
  *   - candidate = the LLC with the largest occupancy; the preferred LLC
  *     switches to it only if occ[candidate] > switch_ratio * occ[current]
  *     (hysteresis, default 2);
@@ -31,37 +33,50 @@
  *     node yet, its least loaded LLC is taken. Without a home, the
  *     candidate is the largest-occupancy LLC of any node;
  *   - dropped (pref = -1) when the process's running threads, estimated
- *     as sum(occ) / (2 * epoch) (the steady state of a halving sum), need
- *     more than 80% * aggr_tolerance of the LLC's cores (CPUs / SMT
- *     width, llc_nr_cores(); aggr_tolerance 100 = never), or when the LLC
- *     is overloaded (below).
+ *     as sum(occ) / epoch right after the decay (cache_rule_verdict()),
+ *     are more than aggr_tolerance times the LLC's cores (CPUs / SMT
+ *     width, llc_nr_cores(); aggr_tolerance 100 = never). An overloaded
+ *     LLC does not drop it: as in the series, the gates decide each move.
+ *   - thread_util: sum(occ) / epoch / threads, one thread's share, which
+ *     the gates add to the destination and take from the source (the
+ *     series uses the task's own util_avg, which sched_ext tasks lack).
  * Entries are deleted when the process is seen with one thread, and when
  * its thread-group leader is freed (ops.exit_task). A preference not
  * refreshed for epoch_timeout epochs (--epoch-affinity-timeout) is
  * ignored.
  *
  * Gates (cache_may_enter / cache_may_leave; the rules of this file are in
- * cache_rules.h, tested by src/rules.rs):
- *   into the preferred LLC: refused if the destination is over
- *     overaggr_pct busy and busier than the source by more than imb_pct;
- *   out of the preferred LLC: refused while that LLC is not overloaded;
+ * cache_rules.h, tested by src/rules.rs), on each LLC's utilisation
+ * (llc_util, numa.bpf.c: the decayed share of time its CPUs ran tasks)
+ * against its capacity. --cache-gates=utilisation, the series'
+ * _get_migrate_hint(), the moving thread's thread_util taken from the
+ * source and added to the destination:
+ *   both LLCs at or past overaggr_pct (--cache-overaggr-pct, 50) of their
+ *     capacity: aggregation stands aside, ordinary balancing decides;
+ *   into the preferred LLC: refused if it would be past overaggr_pct and
+ *     busier than the source by more than imb_pct (--cache-imb-pct, 20);
+ *   out of the preferred LLC: refused unless it is past overaggr_pct and
+ *     busier than the destination by more than imb_pct;
  *   otherwise (neither LLC preferred): ordinary balancing decides.
- * Busy% of an LLC = its utilisation (llc_util, numa.bpf.c: the decayed
- * share of time its CPUs ran tasks) in percent, as upstream compares
- * util; overloaded = more runnable tasks than CPUs (llc_load) and
- * utilisation above 100/117 of capacity (the kernel's definition).
+ * --cache-gates=overload: into as above, without thread_util and without
+ * standing aside; out only while the preferred LLC is overloaded.
+ * Overloaded (a new entry's first LLC is not taken when it is) = more
+ * runnable tasks than CPUs (llc_load) and utilisation above 100/117 of
+ * capacity (the kernel's definition).
  *
  * Where it applies (cache_aware, --cache-aware; off by default, see
  * cli.rs for why):
  *   pull.bpf.c: an idle CPU first steals queued tasks of its node's other
  *     LLCs whose process prefers its LLC (aggregation pull, gate "into");
  *     ordinary cross-LLC steals skip tasks whose preferred LLC is the
- *     victim's, unless that LLC is overloaded (gate "out"); a task queued
+ *     victim's when the gate "out" forbids the move; a task queued
  *     behind a busy CPU outside its preferred LLC wakes an idle CPU of the
  *     preferred LLC to pull it.
  *   push.bpf.c: a waking task whose prev CPU is in its preferred LLC does
- *     not leave that LLC for an idle CPU elsewhere (gate "out"); it is
- *     queued and pulled inside the LLC.
+ *     not leave that LLC for an idle CPU elsewhere in the node when the
+ *     gate "out" forbids a move to the node's least busy other LLC (or,
+ *     for the wake-affine step, to the waker's LLC); it is queued and
+ *     pulled inside the LLC.
  *   balancing pulls running tasks too (cache_aggr_mark): a CPU about to
  *     go idle, with nothing to steal, looks in its node for a CPU of
  *     another LLC running a task whose process prefers the idle CPU's LLC
@@ -110,6 +125,8 @@ const volatile u32 cache_switch_ratio = DFL_CACHE_SWITCH_RATIO;
 const volatile u32 cache_aggr_tol = DFL_CACHE_AGGR_TOL;
 const volatile u32 cache_overaggr_pct = DFL_CACHE_OVERAGGR_PCT;
 const volatile u32 cache_imb_pct = DFL_CACHE_IMB_PCT;
+/* --cache-gates=utilisation: the series' gates; else =overload */
+const volatile bool cache_gates_util;
 
 #define CLLC_MASK	(CACHE_MAX_LLCS - 1)
 
@@ -122,6 +139,7 @@ struct cache_proc {
 	char comm[16];
 	u64 occ[CACHE_MAX_LLCS];	/* decayed runtime per LLC */
 	u64 rt[CACHE_MAX_LLCS];		/* cumulative runtime per LLC */
+	u64 thread_util;	/* one thread's utilisation, as of the last epoch */
 };
 
 struct {
@@ -153,12 +171,6 @@ static __always_inline u32 llc_nr_cores(u32 l)
 				cpu_nr_sibs[llc_cpus[first & CPU_MASK] & CPU_MASK] + 1);
 }
 
-/* busy percentage of LLC @l, 0-100 */
-static __always_inline u64 cache_llc_busy_pct(u32 l)
-{
-	return cache_rule_busy_pct(llc_util[l & LLC_MASK], llc_nr_cpus(l));
-}
-
 /* is LLC @l overloaded? */
 static __always_inline bool cache_llc_overloaded(u32 l)
 {
@@ -166,17 +178,33 @@ static __always_inline bool cache_llc_overloaded(u32 l)
 				     llc_nr_cpus(l));
 }
 
-/* gate "into": may a task move from @src into its preferred LLC @dst? */
-__hidden bool cache_may_enter(u32 src, u32 dst)
+static __always_inline u32 cache_hint(u32 src, u32 dst, u64 task_util, bool to_pref)
 {
-	return cache_rule_may_enter(cache_llc_busy_pct(src), cache_llc_busy_pct(dst),
-				    cache_overaggr_pct, cache_imb_pct);
+	u64 su = llc_util[src & LLC_MASK], du = llc_util[dst & LLC_MASK];
+	u64 sc = (u64)llc_nr_cpus(src) << LOAD_SHIFT, dc = (u64)llc_nr_cpus(dst) << LOAD_SHIFT;
+
+	if (!cache_gates_util)
+		return cache_rule_migrate_hint_overload(su, du, dc,
+							cache_llc_overloaded(to_pref ? dst : src),
+							to_pref, cache_overaggr_pct, cache_imb_pct);
+	return cache_rule_migrate_hint(su, sc, du, dc, task_util, to_pref, cache_overaggr_pct,
+				       cache_imb_pct);
 }
 
-/* gate "out": may a task leave its preferred LLC @pref? */
-__hidden bool cache_may_leave(u32 pref)
+/*
+ * gate "into": may a task of utilisation @task_util move from @src into its
+ * preferred LLC @dst? Not when the gate forbids it, nor when both LLCs are
+ * past the fit (aggregation stands aside).
+ */
+__hidden bool cache_may_enter(u32 src, u32 dst, u64 task_util)
 {
-	return cache_rule_may_leave(cache_llc_overloaded(pref));
+	return cache_hint(src, dst, task_util, true) == CACHE_MIG_ALLOW;
+}
+
+/* gate "out": may a task of utilisation @task_util leave its preferred LLC @pref for @dst? */
+__hidden bool cache_may_leave(u32 pref, u32 dst, u64 task_util)
+{
+	return cache_hint(pref, dst, task_util, false) != CACHE_MIG_FORBID;
 }
 
 static __always_inline u64 cache_epoch_now(void)
@@ -184,13 +212,18 @@ static __always_inline u64 cache_epoch_now(void)
 	return scx_bpf_now() / (cache_epoch_ns ?: 1);
 }
 
-/* preferred LLC of @p's process, or -1 */
-__hidden s32 cache_pref(struct task_struct *p __arg_trusted)
+/*
+ * preferred LLC of @p's process, or -1; with @util (may be NULL), the
+ * utilisation of one of its threads
+ */
+__hidden s32 cache_pref(struct task_struct *p __arg_trusted, u64 *util)
 {
 	struct cache_proc *e;
 	u32 tgid;
 	s32 pref;
 
+	if (util)
+		*util = 0;
 	if (!cache_aware)
 		return -1;
 	tgid = p->tgid;
@@ -204,22 +237,9 @@ __hidden s32 cache_pref(struct task_struct *p __arg_trusted)
 		stat_inc(STAT_CACHE_DROP_TIMEOUT);
 		return -1;
 	}
+	if (util)
+		*util = e->thread_util;
 	return pref;
-}
-
-/*
- * Should @p stay in LLC @llc rather than take an idle CPU elsewhere? True
- * if @llc is its preferred LLC and not overloaded (gate "out").
- */
-__hidden bool cache_keep(struct task_struct *p __arg_trusted, u32 llc)
-{
-	s32 pref = cache_pref(p);
-
-	if (pref < 0 || (u32)pref != llc)
-		return false;
-	if (cache_may_leave(pref))
-		return false;
-	return true;
 }
 
 /* node of LLC @l (its first CPU's), or -1 */
@@ -230,6 +250,42 @@ static __always_inline s32 cache_llc_node(u32 l)
 	if (first >= MAX_CPUS)
 		return -1;
 	return cpu_node[llc_cpus[first & CPU_MASK] & CPU_MASK];
+}
+
+/*
+ * Should @p stay in LLC @llc rather than take an idle CPU in LLC @dst? True
+ * if @llc is its preferred LLC and the gate "out" forbids the move. @dst
+ * -1: any other LLC of @llc's node, the least busy standing for all (if
+ * the gate forbids that one, it forbids every one).
+ */
+__hidden bool cache_keep(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
+{
+	u64 util, least = ~0ULL;
+	s32 pref = cache_pref(p, &util), node;
+	u32 i, n = nr_llcs;
+
+	if (pref < 0 || (u32)pref != llc)
+		return false;
+	if (dst < 0) {
+		node = cache_llc_node(llc);
+		if (n > CACHE_MAX_LLCS)
+			n = CACHE_MAX_LLCS;
+		bpf_for(i, 0, n) {
+			u64 u;
+
+			if (i == llc || cache_llc_node(i) != node)
+				continue;
+			/* per CPU, so LLCs of different sizes compare */
+			u = ((u64)llc_util[i & LLC_MASK] << LOAD_SHIFT) / (llc_nr_cpus(i) ?: 1);
+			if (u < least) {
+				least = u;
+				dst = i;
+			}
+		}
+		if (dst < 0)
+			return false;	/* no other LLC in the node */
+	}
+	return !cache_may_leave(llc, dst, util);
 }
 
 /*
@@ -250,9 +306,21 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 		n = CACHE_MAX_LLCS;
 	cache_rule_scan_start(&scan);
 	bpf_for(i, 0, n) {
-		u64 v = cache_rule_decay(e->occ[i & CLLC_MASK], d);
+		u64 *slot = &e->occ[i & CLLC_MASK], seen = READ_ONCE(*slot), v = 0, got;
+		int k;
 
-		e->occ[i & CLLC_MASK] = v;
+		/*
+		 * Halve with a compare-and-swap: other CPUs keep adding runtime
+		 * (cache_account) while this one decays, and a plain store
+		 * would drop what they added, or undo the decay with theirs.
+		 */
+		for (k = 0; k < 4; k++) {
+			v = cache_rule_decay(seen, d);
+			got = __sync_val_compare_and_swap(slot, seen, v);
+			if (got == seen)
+				break;
+			seen = got;
+		}
 		cache_rule_scan(&scan, i, v, home >= 0, home < 0 || cache_llc_node(i) == home,
 				llc_load[i & LLC_MASK]);
 	}
@@ -263,12 +331,11 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 		e->pref_llc = -1;
 		return;
 	}
-	verdict = cache_rule_verdict(scan.total, llc_nr_cores(best), cache_llc_overloaded(best),
-				     cache_epoch_ns, cache_aggr_tol);
+	e->thread_util = cache_rule_thread_util(scan.total, cache_epoch_ns, e->nr_threads);
+	verdict = cache_rule_verdict(scan.total, llc_nr_cores(best), cache_epoch_ns, cache_aggr_tol);
 	if (verdict != CACHE_PREF_KEEP) {
 		if (cur >= 0)
-			stat_inc(verdict == CACHE_PREF_DROP_FIT ? STAT_CACHE_DROP_FIT :
-				 STAT_CACHE_DROP_OVERLOAD);
+			stat_inc(STAT_CACHE_DROP_FIT);
 		e->pref_llc = -1;
 		return;
 	}
@@ -328,8 +395,9 @@ __hidden void cache_account(struct task_struct *p __arg_trusted, s32 cpu, u64 us
 	if (ep != old && __sync_val_compare_and_swap(&e->epoch, old, ep) == old)
 		cache_new_epoch(e, ep - old, task_home(p, NULL));
 
-	/* racy adds (several CPUs may stop threads of one process): stats only */
-	e->occ[l & CLLC_MASK] += used;
+	/* several CPUs stop threads of one process at once: the decided-on sum is atomic */
+	__sync_fetch_and_add(&e->occ[l & CLLC_MASK], used);
+	/* racy adds: statistics only */
 	e->rt[l & CLLC_MASK] += used;
 	e->total_rt += used;
 	stat_add(STAT_CACHE_RT_NS, used);
@@ -350,6 +418,8 @@ __hidden void cache_task_exit(struct task_struct *p __arg_trusted)
 
 /* preferred LLC + 1 of the task running on each CPU, 0 none (ops.running) */
 s32 cpu_run_pref[MAX_CPUS];
+/* utilisation of one thread of that task's process (cache_rule_thread_util) */
+u64 cpu_run_util[MAX_CPUS];
 /* LLC + 1 of an idle CPU that asked the task on this CPU to come, 0 none */
 s32 cpu_aggr_req[MAX_CPUS];
 
@@ -357,12 +427,14 @@ s32 cpu_aggr_req[MAX_CPUS];
 __hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu)
 {
 	u32 c = cpu & CPU_MASK;
+	u64 util;
 	s32 want;
 
 	if (!cache_aware || !cpu_valid(cpu))
 		return;
-	want = cache_pref(p) + 1;
+	want = cache_pref(p, &util) + 1;
 	cpu_run_pref[c] = want;
+	cpu_run_util[c] = util;
 	if (cpu_aggr_req[c] && cpu_aggr_req[c] != want)
 		cpu_aggr_req[c] = 0;
 }
@@ -387,7 +459,7 @@ __hidden void cache_aggr_mark(s32 cpu)
 
 		if (cpu_llc[v] == l || cpu_run_pref[v] != (s32)l + 1 || cpu_aggr_req[v])
 			continue;
-		if (!cache_may_enter(cpu_llc[v], l)) {
+		if (!cache_may_enter(cpu_llc[v], l, cpu_run_util[v])) {
 			refused = true;
 			continue;
 		}
@@ -413,6 +485,7 @@ __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 {
 	struct bpf_cpumask *tmp;
 	const struct cpumask *m;
+	u64 util;
 	u32 src;
 	s32 pref, cpu, asked;
 
@@ -421,7 +494,7 @@ __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 	/* nothing asked and no wake aggregation: spare the map lookup */
 	if (!cache_wake_aggr && !cpu_aggr_req[prev_cpu & CPU_MASK])
 		return -1;
-	pref = cache_pref(p);
+	pref = cache_pref(p, &util);
 	src = cpu_llc[prev_cpu & CPU_MASK];
 	asked = cpu_aggr_req[prev_cpu & CPU_MASK];
 	if (pref < 0 || (u32)pref == src)
@@ -434,7 +507,7 @@ __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 	    cpu_node[llc_cpus[llc_off[pref & LLC_MASK] & CPU_MASK] & CPU_MASK] !=
 	    cpu_node[prev_cpu & CPU_MASK])
 		return -1;
-	if (!cache_may_enter(src, pref)) {
+	if (!cache_may_enter(src, pref, util)) {
 		stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
 		return -1;
 	}
@@ -456,14 +529,15 @@ __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 __hidden bool cache_kick_pref(struct task_struct *p __arg_trusted, s32 victim)
 {
 	u32 v = victim & CPU_MASK, src = cpu_llc[v];
-	s32 pref = cache_pref(p);
+	u64 util;
+	s32 pref = cache_pref(p, &util);
 
 	if (pref < 0 || (u32)pref == src)
 		return false;
 	if (llc_off[pref & LLC_MASK] >= MAX_CPUS ||
 	    cpu_node[llc_cpus[llc_off[pref & LLC_MASK] & CPU_MASK] & CPU_MASK] != cpu_node[v])
 		return false;
-	if (!cache_may_enter(src, pref))
+	if (!cache_may_enter(src, pref, util))
 		return false;
 	if (kick_idle_in(p, llc_cpumask(pref))) {
 		stat_inc(STAT_CACHE_AGGR_KICK);

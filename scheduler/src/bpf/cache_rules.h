@@ -12,17 +12,6 @@
 #include "rules.h"
 
 /*
- * Busy percentage of an LLC of @cpus CPUs: its utilisation @util (llc_util)
- * in percent, 0-100, as upstream compares util.
- */
-static __always_inline u64 cache_rule_busy_pct(u32 util, u32 cpus)
-{
-	if (!cpus)
-		return 0;
-	return ((u64)util * 100) / ((u64)cpus << LOAD_SHIFT);
-}
-
-/*
  * Overloaded, as the kernel's group_is_overloaded(): more runnable tasks
  * (@load, llc_load) than CPUs and utilisation above capacity /
  * imbalance_pct (117 at the LLC level). A burst of wake-ups that queues
@@ -36,20 +25,87 @@ static __always_inline bool cache_rule_overloaded(u32 load, u32 util, u32 cpus)
 }
 
 /*
- * Gate "into": may a task move from an LLC @src_busy % busy into its
- * preferred LLC, @dst_busy % busy? Refused when the destination is over
- * @overaggr_pct busy and busier than the source by more than @imb_pct.
+ * The gates, as the series' _get_migrate_hint(): may a task whose
+ * utilisation is @task_util move from an LLC with utilisation @src_util
+ * (capacity @src_cap) to one with @dst_util (@dst_cap)? @to_pref: the
+ * destination is the process's preferred LLC (gate "into"); else the
+ * source is (gate "out"). Utilisation and capacity in the same unit (1 busy
+ * CPU == 1 << LOAD_SHIFT). An LLC "fits" while its utilisation is below
+ * @aggr_cap_pct % of its capacity; one is "greater" than another when it
+ * exceeds it by more than @imb_pct %.
+ *   both LLCs past the fit: IGNORE, aggregation stands aside and ordinary
+ *     balancing decides;
+ *   into: FORBID if the destination, the task added, no longer fits and is
+ *     greater than the source, the task taken away;
+ *   out: FORBID if the preferred LLC, the task taken away, still fits, or
+ *     is not greater than the destination, the task added (the move would
+ *     invite a move back).
  */
-static __always_inline bool cache_rule_may_enter(u64 src_busy, u64 dst_busy,
-						 u32 overaggr_pct, u32 imb_pct)
+enum cache_mig_hint {
+	CACHE_MIG_ALLOW,
+	CACHE_MIG_IGNORE,
+	CACHE_MIG_FORBID,
+};
+
+static __always_inline bool cache_rule_fits(u64 util, u64 cap, u32 aggr_cap_pct)
 {
-	return !(dst_busy > overaggr_pct && dst_busy * 100 > src_busy * (100 + imb_pct));
+	return util * 100 < cap * aggr_cap_pct;
 }
 
-/* Gate "out": a task may leave its preferred LLC only while that one is overloaded. */
-static __always_inline bool cache_rule_may_leave(bool pref_overloaded)
+static __always_inline bool cache_rule_greater(u64 a, u64 b, u32 imb_pct)
 {
-	return pref_overloaded;
+	return a * 100 > b * (100 + imb_pct);
+}
+
+static __always_inline u32 cache_rule_migrate_hint(u64 src_util, u64 src_cap, u64 dst_util,
+						    u64 dst_cap, u64 task_util, bool to_pref,
+						    u32 aggr_cap_pct, u32 imb_pct)
+{
+	if (!cache_rule_fits(dst_util, dst_cap, aggr_cap_pct) &&
+	    !cache_rule_fits(src_util, src_cap, aggr_cap_pct))
+		return CACHE_MIG_IGNORE;
+	src_util = src_util < task_util ? 0 : src_util - task_util;
+	dst_util += task_util;
+	if (to_pref)
+		return !cache_rule_fits(dst_util, dst_cap, aggr_cap_pct) &&
+		       cache_rule_greater(dst_util, src_util, imb_pct) ?
+		       CACHE_MIG_FORBID : CACHE_MIG_ALLOW;
+	return cache_rule_fits(src_util, src_cap, aggr_cap_pct) ||
+	       !cache_rule_greater(src_util, dst_util, imb_pct) ?
+	       CACHE_MIG_FORBID : CACHE_MIG_ALLOW;
+}
+
+/*
+ * The same question under --cache-gates=overload: into the preferred LLC
+ * as above but without the task's utilisation and without standing aside
+ * when both LLCs are busy; out of it only while it is overloaded
+ * (@pref_overloaded, cache_rule_overloaded()).
+ */
+static __always_inline u32 cache_rule_migrate_hint_overload(u64 src_util, u64 dst_util,
+							     u64 dst_cap, bool pref_overloaded,
+							     bool to_pref, u32 aggr_cap_pct,
+							     u32 imb_pct)
+{
+	if (to_pref)
+		return !cache_rule_fits(dst_util, dst_cap, aggr_cap_pct) &&
+		       cache_rule_greater(dst_util, src_util, imb_pct) ?
+		       CACHE_MIG_FORBID : CACHE_MIG_ALLOW;
+	return pref_overloaded ? CACHE_MIG_ALLOW : CACHE_MIG_FORBID;
+}
+
+/*
+ * Utilisation of one thread of a process, the process's average: @total
+ * (its occupancy over every LLC, just after the decay: about one epoch of
+ * runtime, see cache_rule_verdict()) over @epoch_ns and @nr_threads, in
+ * the unit of cache_rule_migrate_hint() (1 busy CPU == 1 << LOAD_SHIFT).
+ * Stands in for the kernel's per-task util_avg, which sched_ext tasks do
+ * not maintain.
+ */
+static __always_inline u64 cache_rule_thread_util(u64 total, u64 epoch_ns, u32 nr_threads)
+{
+	if (!epoch_ns || !nr_threads)
+		return 0;
+	return (total << LOAD_SHIFT) / epoch_ns / nr_threads;
 }
 
 /*
@@ -143,25 +199,25 @@ static __always_inline s32 cache_rule_pick(const struct cache_scan *s, s32 cur,
 enum cache_pref_verdict {
 	CACHE_PREF_KEEP,		/* prefer the LLC picked */
 	CACHE_PREF_DROP_FIT,		/* no preference: the threads do not fit */
-	CACHE_PREF_DROP_OVERLOAD,	/* no preference: the LLC is overloaded */
 };
 
 /*
  * Back off: does a process whose occupancy over all LLCs is @total keep
- * preferring an LLC of @cores cores, @overloaded or not? Its running
- * threads, estimated as total / (2 * @epoch_ns) (the steady state of a sum
- * halved every epoch), must not need more than 80% * @aggr_tol of the
- * cores (@aggr_tol 100: no limit), and the LLC must not be overloaded.
+ * preferring an LLC of @cores cores? Its running threads must not be more
+ * than the cores times @aggr_tol (@aggr_tol 100: no limit), as the series'
+ * exceed_llc_nr() counts them against the LLC's CPUs over the SMT width.
+ * Called right after the decay: a sum to which r running threads add
+ * r * epoch each epoch and which is halved every epoch settles, just after
+ * the halving, at r * epoch, so the running threads are total / @epoch_ns.
+ * Overload does not drop the preference (the series keeps it while the
+ * LLC overflows); the gates decide each move.
  */
-static __always_inline u32 cache_rule_verdict(u64 total, u32 cores, bool overloaded,
-					      u64 epoch_ns, u32 aggr_tol)
+static __always_inline u32 cache_rule_verdict(u64 total, u32 cores, u64 epoch_ns, u32 aggr_tol)
 {
-	u64 limit = 2 * epoch_ns * cores * 80 / 100;
+	u64 limit = epoch_ns * cores;
 
 	if (aggr_tol < 100 && total > limit * aggr_tol)
 		return CACHE_PREF_DROP_FIT;
-	if (overloaded)
-		return CACHE_PREF_DROP_OVERLOAD;
 	return CACHE_PREF_KEEP;
 }
 

@@ -57,7 +57,7 @@ enum locality_consts {
 	DFL_CACHE_EPOCH_MS = 10,	/* occupancy halves every epoch */
 	DFL_CACHE_EPOCH_TIMEOUT = 50,	/* epochs without activity: preference ignored */
 	DFL_CACHE_SWITCH_RATIO = 2,	/* hysteresis: switch if new > ratio * current */
-	DFL_CACHE_AGGR_TOL = 1,		/* scales the 80% fit limit; 100: no limit */
+	DFL_CACHE_AGGR_TOL = 1,		/* scales the fit limit (the LLC's cores); 100: no limit */
 	DFL_CACHE_OVERAGGR_PCT = 50,
 	DFL_CACHE_IMB_PCT = 20,
 	CACHE_LLC_IMB_PCT = 117,	/* the kernel's imbalance_pct of an LLC domain */

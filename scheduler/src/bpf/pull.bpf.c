@@ -37,7 +37,7 @@
  * Cache-aware (cache.bpf.c): between levels 2 and 3 an aggregation level
  * steals tasks of the node's other LLCs whose process prefers this CPU's
  * LLC (gate "into"); levels 3 and 5 skip tasks whose preferred LLC is the
- * victim's while it is not overloaded (gate "out"); pull_kick_stealer()
+ * victim's while the gate "out" forbids leaving it; pull_kick_stealer()
  * wakes an idle CPU of the task's preferred LLC first.
  *
  * Knobs: no_steal disables levels 1-3 and 5 and the stealer kick (level 4
@@ -80,17 +80,18 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 		if (scx_bpf_task_running(p))
 			continue;
 		if (flags & (STEAL_GATE | STEAL_AGGR)) {
-			s32 pref = cache_pref(p);
+			u64 util;
+			s32 pref = cache_pref(p, &util);
 
 			if (flags & STEAL_AGGR) {
 				if (pref < 0 || (u32)pref != dst)
 					continue;
-				if (!cache_may_enter(src, dst)) {
+				if (!cache_may_enter(src, dst, util)) {
 					stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
 					continue;
 				}
 			} else if (pref >= 0 && (u32)pref == src &&
-				   !cache_may_leave(src)) {
+				   !cache_may_leave(src, dst, util)) {
 				stat_inc(STAT_CACHE_REFUSE_OUT);
 				continue;
 			}
@@ -308,8 +309,8 @@ __hidden void pull_kick_stealer(struct task_struct *p __arg_trusted, s32 victim)
 		return;
 	if (kick_idle_in(p, llc_cpumask(cpu_llc[v])))
 		return;
-	/* in its preferred, not overloaded LLC: only that LLC pulls it */
-	if (cache_keep(p, cpu_llc[v]))
+	/* in its preferred LLC, which the gate "out" does not let it leave: only that LLC pulls it */
+	if (cache_keep(p, cpu_llc[v], -1))
 		return;
 	if (kick_idle_in(p, node_cpumask(cpu_node[v])))
 		return;

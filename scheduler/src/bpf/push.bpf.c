@@ -13,7 +13,7 @@
  *      allows it: always with --numa-balance=off (unless
  *      --no-push-cross-node), else only out of an overloaded node
  *   (cache-aware, cache.bpf.c: steps 4 and 5 are skipped while prev's LLC
- *    is the process's preferred LLC and not overloaded)
+ *    is the process's preferred LLC and its gate "out" forbids leaving)
  *   6. none: stay on prev; ops.enqueue queues the task there and, if prev
  *      is busy, wakes an idle CPU nearby to pull it (pull.bpf.c)
  *
@@ -110,7 +110,7 @@ static __always_inline bool push_wake_wide(struct task_ctx *t, struct task_ctx *
  * Not taken: when the waker's CPU has tasks queued (it is not about to be
  * free: the kernel's sync test, nr_running == 1); when the wake-up is wide
  * (push_wake_wide); when cache-aware keeps @p in prev's LLC, its preferred
- * one (gate "out", cache_keep). Only an idle CPU is taken, never the
+ * one, rather than move to the waker's (gate "out", cache_keep). Only an idle CPU is taken, never the
  * waker's own, so a full LLC sends the search back to prev (step 1).
  * Across nodes the NUMA policy decides instead (step 0). --no-wake-affine
  * turns this step off.
@@ -133,7 +133,7 @@ __hidden s32 push_wake_affine(struct task_struct *p __arg_trusted, struct task_c
 		stat_inc(STAT_AFFINE_WIDE);
 		return -1;
 	}
-	if (cache_keep(p, pl))
+	if (cache_keep(p, pl, wl))
 		return -1;
 	cpu = -1;
 	if (!no_idle_core)
@@ -208,9 +208,10 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 
 	/*
 	 * cache-aware gate "out": prev's LLC is the process's preferred one
-	 * and not overloaded: stay, a CPU of this LLC will pull the task
+	 * and the gate forbids leaving it: stay, a CPU of this LLC will pull
+	 * the task
 	 */
-	if (cache_keep(p, llc)) {
+	if (cache_keep(p, llc, -1)) {
 		stat_inc(STAT_CACHE_KEEP_WAKE);
 		stat_inc(STAT_PICK_NONE);
 		return -1;

@@ -34,7 +34,6 @@ const size_t rules_cache_scan_layout[] = {
 const u32 rules_cache_pref_verdicts[] = {
 	CACHE_PREF_KEEP,
 	CACHE_PREF_DROP_FIT,
-	CACHE_PREF_DROP_OVERLOAD,
 };
 
 /* ---- numa_rules.h ---- */
@@ -101,24 +100,35 @@ bool rules_numa_few_partners(s64 waker_flips, s64 wakee_flips, u32 llc_cpus)
 
 /* ---- cache_rules.h ---- */
 
-u64 rules_cache_busy_pct(u32 util, u32 cpus)
-{
-	return cache_rule_busy_pct(util, cpus);
-}
-
 bool rules_cache_overloaded(u32 load, u32 util, u32 cpus)
 {
 	return cache_rule_overloaded(load, util, cpus);
 }
 
-bool rules_cache_may_enter(u64 src_busy, u64 dst_busy, u32 overaggr_pct, u32 imb_pct)
+const u32 rules_cache_mig_hints[] = {
+	CACHE_MIG_ALLOW,
+	CACHE_MIG_IGNORE,
+	CACHE_MIG_FORBID,
+};
+
+u32 rules_cache_migrate_hint(u64 src_util, u64 src_cap, u64 dst_util, u64 dst_cap, u64 task_util,
+			     bool to_pref, u32 aggr_cap_pct, u32 imb_pct)
 {
-	return cache_rule_may_enter(src_busy, dst_busy, overaggr_pct, imb_pct);
+	return cache_rule_migrate_hint(src_util, src_cap, dst_util, dst_cap, task_util, to_pref,
+				       aggr_cap_pct, imb_pct);
 }
 
-bool rules_cache_may_leave(bool pref_overloaded)
+u32 rules_cache_migrate_hint_overload(u64 src_util, u64 dst_util, u64 dst_cap,
+				      bool pref_overloaded, bool to_pref, u32 aggr_cap_pct,
+				      u32 imb_pct)
 {
-	return cache_rule_may_leave(pref_overloaded);
+	return cache_rule_migrate_hint_overload(src_util, dst_util, dst_cap,
+						pref_overloaded, to_pref, aggr_cap_pct, imb_pct);
+}
+
+u64 rules_cache_thread_util(u64 total, u64 epoch_ns, u32 nr_threads)
+{
+	return cache_rule_thread_util(total, epoch_ns, nr_threads);
 }
 
 u32 rules_cache_cores(u32 cpus, u32 smt)
@@ -148,9 +158,9 @@ s32 rules_cache_pick(const struct cache_scan *s, s32 cur, bool cur_at_home, u64 
 	return cache_rule_pick(s, cur, cur_at_home, cur_occ, switch_ratio);
 }
 
-u32 rules_cache_verdict(u64 total, u32 cores, bool overloaded, u64 epoch_ns, u32 aggr_tol)
+u32 rules_cache_verdict(u64 total, u32 cores, u64 epoch_ns, u32 aggr_tol)
 {
-	return cache_rule_verdict(total, cores, overloaded, epoch_ns, aggr_tol);
+	return cache_rule_verdict(total, cores, epoch_ns, aggr_tol);
 }
 
 /* ---- push_rules.h ---- */

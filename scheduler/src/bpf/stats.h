@@ -92,9 +92,8 @@ LOC_STAT(HOME_SWAP, home_swaps, CNT, "balance pass: swaps (home full, a task hom
 /* cache-aware scheduling (cache.bpf.c) */
 LOC_STAT(CACHE_PREF_SET, cache_pref_set, CNT, "cache-aware: a process got a preferred LLC")
 LOC_STAT(CACHE_PREF_SWITCH, cache_pref_switch, CNT, "cache-aware: a process switched preferred LLC (hysteresis passed)")
-/* drop_fit, drop_overload: at an epoch; drop_timeout: at a lookup (events, not processes) */
-LOC_STAT(CACHE_DROP_FIT, cache_drop_fit, CNT, "cache-aware: preference dropped, threads need > 80% of the LLC")
-LOC_STAT(CACHE_DROP_OVERLOAD, cache_drop_overload, CNT, "cache-aware: preference dropped, LLC overloaded")
+/* drop_fit: at an epoch; drop_timeout: at a lookup (events, not processes) */
+LOC_STAT(CACHE_DROP_FIT, cache_drop_fit, CNT, "cache-aware: preference dropped, more running threads than the LLC's cores")
 LOC_STAT(CACHE_DROP_TIMEOUT, cache_drop_timeout, CNT, "cache-aware: preference ignored, no activity for the timeout")
 LOC_STAT(CACHE_AGGR_PULL, cache_aggr_pull, CNT, "cache-aware: steals into the task's preferred LLC")
 LOC_STAT(CACHE_AGGR_WAKE, cache_aggr_wake, CNT, "cache-aware: wake aggregation picks in the preferred LLC")
