@@ -53,6 +53,13 @@ def test_haswell2s_shape():
     assert not m.needs_llc_override
 
 
+def test_xeon_1n32_is_one_big_smt_llc():
+    m = machines.load("xeon-1n32")
+    assert m.nr_cpus == 32 and len(m.nodes) == 1 and len(m.llcs) == 1
+    assert m.smt_groups()[0] == [0, 1] and len(m.smt_groups()) == 16
+    assert not m.needs_llc_override
+
+
 def test_spr_has_two_llcs_in_one_node():
     m = machines.load("spr-1n2llc")
     assert len(m.nodes) == 1 and len(m.llcs) == 2

@@ -117,6 +117,14 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.llc_cpus[..b.llc_cpus.len()].copy_from_slice(&b.llc_cpus);
     r.node_off[..b.node_off.len()].copy_from_slice(&b.node_off);
     r.node_cpus[..b.node_cpus.len()].copy_from_slice(&b.node_cpus);
+    // --sparse-idle's lines (idle.bpf.c); ids past nr_cpus hold no slot
+    r.nr_idle_lines = b.line_llc.len() as u32;
+    r.cpu_idle_slot.fill(crate::topology::NO_IDLE_SLOT);
+    r.cpu_idle_slot[..b.cpu_idle_slot.len()].copy_from_slice(&b.cpu_idle_slot);
+    r.llc_line_off[..b.llc_line_off.len()].copy_from_slice(&b.llc_line_off);
+    r.line_llc[..b.line_llc.len()].copy_from_slice(&b.line_llc);
+    r.node_line_off[..b.node_line_off.len()].copy_from_slice(&b.node_line_off);
+    r.node_lines[..b.node_lines.len()].copy_from_slice(&b.node_lines);
 
     Written { cache_on, allowances }
 }
@@ -158,6 +166,11 @@ mod tests {
         assert_eq!((&r.cpu_topo_known[..4], &r.cpu_nr_sibs[..4]), (&[1, 1, 1, 1][..], &[0, 0, 0, 0][..]));
         assert_eq!((&r.llc_off[..3], &r.node_off[..3]), (&[0, 2, 4][..], &[0, 2, 4][..]));
         assert_eq!((&r.llc_cpus[..4], &r.node_cpus[..4]), (&[0, 1, 2, 3][..], &[0, 1, 2, 3][..]));
+        // --sparse-idle: one line per 2-CPU LLC; no slot past the last CPU
+        assert_eq!(r.nr_idle_lines, 2);
+        assert_eq!(&r.cpu_idle_slot[..5], &[0, 1, 8, 9, crate::topology::NO_IDLE_SLOT][..]);
+        assert_eq!((&r.llc_line_off[..3], &r.line_llc[..2]), (&[0, 1, 2][..], &[0, 1][..]));
+        assert_eq!((&r.node_line_off[..3], &r.node_lines[..2]), (&[0, 1, 2][..], &[0, 1][..]));
     }
 
     /// Variables of the skeleton's rodata that scx_utils writes itself:

@@ -747,3 +747,127 @@ mod push {
         assert!(wake_wide(4, 100, 4));
     }
 }
+
+/// Where --sparse-idle keeps a CPU's flag (idle_rules.h), and the agent's
+/// layout (topology.rs) checked against the rules idle.bpf.c runs.
+mod idle {
+    use crate::bpf_intf as intf;
+    use crate::topology::{BpfTopo, Override, RawCpu, Topo, MAX_CPUS, NO_IDLE_SLOT};
+
+    const PER_LINE: u32 = intf::locality_consts_IDLE_LINE_CPUS;
+
+    extern "C" {
+        fn rules_idle_llc_lines(cpus: u32) -> u32;
+        fn rules_idle_slot(first_line: u32, pos: u32) -> u32;
+        fn rules_idle_slot_line(slot: u32) -> u32;
+        fn rules_idle_slot_bit(slot: u32) -> u64;
+        fn rules_idle_line_cpu(llc_first_cpu: u32, llc_first_line: u32, line: u32, bit: u32) -> u32;
+    }
+
+    fn llc_lines(cpus: u32) -> u32 {
+        unsafe { rules_idle_llc_lines(cpus) }
+    }
+    fn slot(first_line: u32, pos: u32) -> u32 {
+        unsafe { rules_idle_slot(first_line, pos) }
+    }
+    fn slot_line(slot: u32) -> u32 {
+        unsafe { rules_idle_slot_line(slot) }
+    }
+    fn slot_bit(slot: u32) -> u64 {
+        unsafe { rules_idle_slot_bit(slot) }
+    }
+    fn line_cpu(llc_first_cpu: u32, llc_first_line: u32, line: u32, bit: u32) -> u32 {
+        unsafe { rules_idle_line_cpu(llc_first_cpu, llc_first_line, line, bit) }
+    }
+
+    #[test]
+    fn eight_cpus_of_one_llc_per_line() {
+        assert_eq!(PER_LINE, 8);
+        assert_eq!((llc_lines(0), llc_lines(1), llc_lines(8), llc_lines(9), llc_lines(32)), (0, 1, 1, 2, 4));
+        // an LLC starting at line 3: positions 0-7 in line 3, 8-15 in line 4
+        assert_eq!((slot(3, 0), slot(3, 7), slot(3, 8), slot(3, 13)), (24, 31, 32, 37));
+        assert_eq!((slot_line(37), slot_bit(37)), (4, 1 << 5));
+        assert_eq!((slot_line(24), slot_bit(24)), (3, 1));
+        // bit 5 of line 4 of that LLC (CPUs from llc_cpus[40]): position 13
+        assert_eq!(line_cpu(40, 3, 4, 5), 40 + 13);
+    }
+
+    /// The agent's tables and the rules agree: every possible CPU has one
+    /// slot, in a line of its own LLC only, and the walk's way back from
+    /// (line, bit) to llc_cpus finds the same CPU; a node's lines are its
+    /// LLCs' lines.
+    fn check(b: &BpfTopo) {
+        let nr_lines = b.line_llc.len() as u32;
+        assert!(nr_lines <= b.nr_cpus && (nr_lines as usize) <= MAX_CPUS);
+        let mut seen = std::collections::BTreeSet::new();
+        for llc in 0..b.nr_llcs as usize {
+            let (c0, c1) = (b.llc_off[llc], b.llc_off[llc + 1]);
+            let (l0, l1) = (b.llc_line_off[llc], b.llc_line_off[llc + 1]);
+            assert_eq!(l1 - l0, llc_lines(c1 - c0), "LLC {llc}");
+            for pos in 0..c1 - c0 {
+                let cpu = b.llc_cpus[(c0 + pos) as usize] as usize;
+                let s = b.cpu_idle_slot[cpu];
+                assert_eq!(s, slot(l0, pos), "CPU {cpu}");
+                assert!(seen.insert(s), "slot {s} twice");
+                let line = slot_line(s);
+                assert!((l0..l1).contains(&line));
+                assert_eq!(b.line_llc[line as usize] as usize, llc);
+                let bit = slot_bit(s).trailing_zeros();
+                assert!(bit < PER_LINE);
+                assert_eq!(b.llc_cpus[line_cpu(c0, l0, line, bit) as usize] as usize, cpu);
+            }
+        }
+        for node in 0..b.nr_nodes as usize {
+            let lines = &b.node_lines[b.node_line_off[node] as usize..b.node_line_off[node + 1] as usize];
+            let mut want: Vec<u16> = vec![];
+            for llc in 0..b.nr_llcs as usize {
+                let first = b.llc_cpus[b.llc_off[llc] as usize] as usize;
+                if b.cpu_node[first] as usize == node {
+                    want.extend((b.llc_line_off[llc]..b.llc_line_off[llc + 1]).map(|l| l as u16));
+                }
+            }
+            assert_eq!(lines, &want[..], "node {node}");
+        }
+    }
+
+    fn raw(n: usize, node: impl Fn(usize) -> usize, llc: impl Fn(usize) -> usize, core: impl Fn(usize) -> usize) -> Topo {
+        let online: Vec<RawCpu> =
+            (0..n).map(|cpu| RawCpu { cpu, node: node(cpu), llc_key: llc(cpu), core_key: core(cpu) }).collect();
+        Topo::from_raw(&(0..n).collect::<Vec<_>>(), &online).unwrap()
+    }
+
+    #[test]
+    fn layout_one_big_smt_llc() {
+        // xeon-1n32: 1 node, 1 LLC, 16 cores x 2 SMT, siblings n and n+16
+        let b = raw(32, |_| 0, |_| 0, |c| c % 16).to_bpf();
+        check(&b);
+        assert_eq!(b.line_llc, vec![0; 4]);
+        assert_eq!(b.cpu_idle_slot, (0..32).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn layout_many_cpus_and_uneven_llcs() {
+        // 1024 CPUs: 8 nodes x 4 LLCs x 16 cores x 2 SMT (siblings n, n+512)
+        check(&raw(1024, |c| (c % 512) / 64, |c| (c % 512) / 16, |c| c % 512).to_bpf());
+        // big64: 8 nodes x 4 cores x 2 SMT, one LLC per node
+        check(&raw(64, |c| c / 8, |c| c / 8, |c| c / 2).to_bpf());
+        // LLCs of 5, 11 and 16 CPUs (an override), and every CPU its own LLC
+        let mut t = raw(32, |_| 0, |_| 0, |c| c);
+        let ov = Override { llcs: vec!["0-4".into(), "5-15".into(), "16-31".into()], comment: None };
+        t.apply_override(&ov).unwrap();
+        let b = t.to_bpf();
+        check(&b);
+        assert_eq!(b.llc_line_off, vec![0, 1, 3, 5]);
+        let each: Vec<String> = (0..32).map(|c| c.to_string()).collect();
+        let mut t = raw(32, |_| 0, |_| 0, |c| c);
+        t.apply_override(&Override { llcs: each, comment: None }).unwrap();
+        check(&t.to_bpf());
+        // an offline CPU gets its own LLC in node 0, numbered last
+        let online: Vec<RawCpu> =
+            (0..15).map(|cpu| RawCpu { cpu, node: cpu / 8, llc_key: cpu / 8, core_key: cpu }).collect();
+        let b = Topo::from_raw(&(0..16).collect::<Vec<_>>(), &online).unwrap().to_bpf();
+        check(&b);
+        assert_eq!(b.node_lines, vec![0, 2, 1]);
+        assert!(b.cpu_idle_slot.iter().all(|&s| s != NO_IDLE_SLOT));
+    }
+}

@@ -34,6 +34,7 @@ pub const MAX_CPUS: usize = bpf_intf::locality_consts_MAX_CPUS as usize;
 pub const MAX_LLCS: usize = bpf_intf::locality_consts_MAX_LLCS as usize;
 pub const MAX_NODES: usize = bpf_intf::locality_consts_MAX_NODES as usize;
 pub const MAX_SMT: usize = bpf_intf::locality_consts_MAX_SMT as usize;
+pub const IDLE_LINE_CPUS: usize = bpf_intf::locality_consts_IDLE_LINE_CPUS as usize;
 
 /// Parse a kernel-style CPU list ("0-3,8,10-11") strictly: no empty
 /// items, no reversed ranges, no junk. Returns the CPUs in the given order.
@@ -375,6 +376,11 @@ impl Topo {
             llc_cpus: vec![],
             node_off: vec![0; self.nr_nodes + 1],
             node_cpus: vec![],
+            llc_line_off: vec![],
+            line_llc: vec![],
+            cpu_idle_slot: vec![],
+            node_line_off: vec![],
+            node_lines: vec![],
         };
         // CPU ids that are not possible never run anything; give them a
         // core of their own in LLC 0 so every array entry is in range.
@@ -423,6 +429,7 @@ impl Topo {
             }
         }
         b.node_off[self.nr_nodes] = b.node_cpus.len() as u32;
+        b.idle_lines();
         b
     }
 
@@ -480,6 +487,60 @@ pub struct BpfTopo {
     pub llc_cpus: Vec<u16>,
     pub node_off: Vec<u32>,
     pub node_cpus: Vec<u16>,
+    /// --sparse-idle's lines (idle_rules.h): LLC l owns lines
+    /// llc_line_off[l] .. llc_line_off[l + 1], IDLE_LINE_CPUS CPUs of its
+    /// llc_cpus list per line; line_llc[line] is its LLC
+    pub llc_line_off: Vec<u32>,
+    pub line_llc: Vec<u16>,
+    /// slot (line * IDLE_LINE_CPUS + bit) of each CPU; NO_IDLE_SLOT for an
+    /// id that is not a possible CPU
+    pub cpu_idle_slot: Vec<u32>,
+    /// the lines of each node's LLCs: node_lines[node_line_off[n] .. node_line_off[n + 1]]
+    pub node_line_off: Vec<u32>,
+    pub node_lines: Vec<u16>,
+}
+
+/// cpu_idle_slot of a CPU id that is not possible (no line holds it)
+pub const NO_IDLE_SLOT: u32 = u32::MAX;
+
+impl BpfTopo {
+    /// Lay out --sparse-idle's lines from the LLC and node lists: LLC by
+    /// LLC, each LLC on whole lines, so a line is shared only by CPUs of
+    /// one LLC. At most one line per CPU (MAX_CPUS lines).
+    fn idle_lines(&mut self) {
+        let per_line = IDLE_LINE_CPUS as u32;
+        let nr_llcs = self.nr_llcs as usize;
+        self.llc_line_off = vec![0; nr_llcs + 1];
+        self.cpu_idle_slot = vec![NO_IDLE_SLOT; self.nr_cpus as usize];
+        self.line_llc.clear();
+        for llc in 0..nr_llcs {
+            let (first, end) = (self.llc_off[llc], self.llc_off[llc + 1]);
+            let first_line = self.line_llc.len() as u32;
+            self.llc_line_off[llc] = first_line;
+            for pos in 0..end - first {
+                let cpu = self.llc_cpus[(first + pos) as usize] as usize;
+                self.cpu_idle_slot[cpu] = (first_line + pos / per_line) * per_line + pos % per_line;
+            }
+            let lines = (end - first).div_ceil(per_line);
+            self.line_llc.extend(std::iter::repeat_n(llc as u16, lines as usize));
+        }
+        self.llc_line_off[nr_llcs] = self.line_llc.len() as u32;
+        // a node lists the lines of every LLC with a CPU in it (LLCs do not
+        // span nodes, but the BPF walk checks each CPU's node anyway)
+        self.node_line_off = vec![0; self.nr_nodes as usize + 1];
+        self.node_lines.clear();
+        for node in 0..self.nr_nodes as usize {
+            self.node_line_off[node] = self.node_lines.len() as u32;
+            for llc in 0..nr_llcs {
+                let cpus = &self.llc_cpus[self.llc_off[llc] as usize..self.llc_off[llc + 1] as usize];
+                if cpus.iter().any(|&c| self.cpu_node[c as usize] as usize == node) {
+                    self.node_lines
+                        .extend((self.llc_line_off[llc]..self.llc_line_off[llc + 1]).map(|l| l as u16));
+                }
+            }
+        }
+        self.node_line_off[self.nr_nodes as usize] = self.node_lines.len() as u32;
+    }
 }
 
 /// The override file.
@@ -631,6 +692,10 @@ mod tests {
         assert_eq!(b.llc_off, vec![0, 4, 8]);
         assert_eq!(b.llc_cpus, vec![0, 1, 2, 3, 4, 5, 6, 7]);
         assert_eq!(b.node_off, vec![0, 4, 8]);
+        // --sparse-idle: one line per 4-CPU LLC, bits 0-3 of each
+        assert_eq!((b.llc_line_off.clone(), b.line_llc.clone()), (vec![0, 1, 2], vec![0, 1]));
+        assert_eq!(b.cpu_idle_slot, vec![0, 1, 2, 3, 8, 9, 10, 11]);
+        assert_eq!((b.node_line_off.clone(), b.node_lines.clone()), (vec![0, 1, 2], vec![0, 1]));
         assert_eq!(b.cpu_sibs[0], vec![1]);
         assert_eq!(b.cpu_sibs[5], vec![4]);
         assert_eq!(b.cpu_core[2], b.cpu_core[3]);

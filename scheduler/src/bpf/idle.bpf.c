@@ -18,26 +18,39 @@
  * scx_bpf_pick_idle_cpu() on "LLC (or node) AND p->cpus_ptr" finds and
  * claims (atomic test-and-clear) a CPU.
  *
- * Sparse (Sistare's 2018 layout): our own idle flag per CPU,
- * each in its own 64-byte line (idle_slots[]), so that CPUs going idle or
- * busy never write a line another CPU's flag lives in. Written by
- * ops.update_idle, which the kernel calls on every transition between a
- * task and the idle task (SCX_OPS_KEEP_BUILTIN_IDLE keeps the kernel's
- * bitmaps up to date as well: numa.bpf.c, cache.bpf.c, pull.bpf.c and
- * the heartbeat timer still use them). A core is idle when the flags of the
- * CPU and of all its siblings (cpu_sibs) are set. A search walks the
- * LLC's (node's) CPU list, llc_cpus / node_cpus from the agent, starting
- * at a per-waker rotating offset so that concurrent wakers spread out, and
- * skips CPUs outside p->cpus_ptr. Loops are bounded by the list length
- * (<= MAX_CPUS, 1024; nothing assumes 64).
+ * Sparse (Sistare's 2018 sparse mask): our own idle flags, packed the way
+ * his sparsemask packs them: the flags of up to IDLE_LINE_CPUS (8) CPUs of
+ * ONE LLC share the first word of a 64-byte line (idle_lines[]); the rest
+ * of the line is unused. Why: a search of an LLC reads one line per 8
+ * CPUs (a zero word skips 8 CPUs at once), and a CPU going idle or busy
+ * writes a line shared with at most 7 CPUs of its own LLC, never with
+ * another LLC's. The layout (idle_rules.h) comes from the agent
+ * (topology.rs): each LLC owns the lines llc_line_off[l] ..
+ * llc_line_off[l + 1], bit b of its line k is the CPU at position
+ * 8k + b of its llc_cpus list, cpu_idle_slot[cpu] = line * 8 + bit, and
+ * node_lines lists the lines of each node's LLCs. At most one line per
+ * CPU, so MAX_CPUS lines (1024; nothing assumes 64 CPUs).
  *
- * Claiming a sparse slot: a plain read first (no line ownership taken for
- * a busy CPU), then compare-and-swap 1 -> 0, so two sparse claimers never
- * win the same CPU; then the CPU's built-in idle bit is cleared as well
- * (scx_bpf_test_and_clear_cpu_idle), so the built-in users above do not
- * pick it again. If that bit was already clear the claim fails: another
- * path (pull kick, NUMA placement, cache aggregation) took the CPU through
- * the built-in mask, and two tasks would otherwise land on it.
+ * Flags are written by ops.update_idle, which the kernel calls on every
+ * transition between a task and the idle task (atomic OR / AND of the
+ * CPU's bit, only when it changes: 8 CPUs write the word).
+ * SCX_OPS_KEEP_BUILTIN_IDLE keeps the kernel's bitmaps up to date as well:
+ * numa.bpf.c, cache.bpf.c, pull.bpf.c and the heartbeat timer still use
+ * them. A core is idle when the flags of the CPU and of all its siblings
+ * (cpu_sibs) are set. A search walks the LLC's (node's) lines from a
+ * per-waker rotating line and bit, so that concurrent wakers spread out,
+ * reads each line's word once, and for each set bit skips CPUs outside
+ * p->cpus_ptr. Loops are bounded by the line count and by 8.
+ *
+ * Claiming a CPU: a plain read of its word first (no line ownership taken
+ * when the bit is clear), then an atomic fetch-and-clear of its bit; only
+ * the claimer whose fetch returned the bit set wins, so two sparse
+ * claimers never win the same CPU. Then the CPU's built-in idle bit is
+ * cleared as well (scx_bpf_test_and_clear_cpu_idle), so the built-in users
+ * above do not pick it again. If that bit was already clear the claim
+ * fails: another path (pull kick, NUMA placement, cache aggregation) took
+ * the CPU through the built-in mask, and two tasks would otherwise land on
+ * it.
  *
  * Races accepted (none strands a task: a task inserted into an idle CPU's
  * local DSQ always wakes it; at worst two tasks share one CPU for a while
@@ -45,45 +58,57 @@
  * - a claimed CPU that never runs the claimer's task (its built-in claim
  *   lost, or the task was moved away) returns to idle without a
  *   transition the kernel reports (idle to idle: no ops.update_idle), so
- *   its slot stays 0 while it is idle. The heartbeat timer (heartbeat.bpf.c)
+ *   its bit stays 0 while it is idle. The heartbeat timer (heartbeat.bpf.c)
  *   calls idle_resync() for each CPU every iwq period: built-in bit set,
- *   slot 0 and local DSQ empty -> slot = 1 (stat idle_resync). Also fills
- *   the slots right after load, before any transition.
- * - idle_resync() racing a claimer between its CAS and its built-in clear
- *   may set a just-claimed slot back to 1: the next claimer's CAS wins it
- *   but its built-in clear fails (stat idle_claim_lost), which sets it to
- *   0 again. Cost: one wasted CAS.
- * - a CPU that just went idle may have its slot set before the kernel
+ *   flag 0 and local DSQ empty -> flag = 1 (stat idle_resync). Also fills
+ *   the flags right after load, before any transition.
+ * - idle_resync() racing a claimer between its clear and its built-in
+ *   clear may set a just-claimed flag back to 1: the next claimer's clear
+ *   wins it but its built-in clear fails (stat idle_claim_lost), and the
+ *   flag stays 0. Cost: one wasted atomic.
+ * - a CPU that just went idle may have its flag set before the kernel
  *   sets its built-in bit: a claimer in that window loses (claim_lost) and
  *   the CPU stays unseen by push until the next resync (one iwq period).
- * - a claim from the built-in side (pull, NUMA) leaves the slot at 1 until
- *   the CPU runs: a sparse claimer then fails its built-in clear (slot
+ * - a claim from the built-in side (pull, NUMA) leaves the flag at 1 until
+ *   the CPU runs: a sparse claimer then fails its built-in clear (flag
  *   goes to 0, which is right: the CPU is about to run).
  * Search results are snapshots, as with the built-in mask: a CPU seen idle
- * may be claimed or go busy before the CAS, which then simply fails.
+ * may be claimed or go busy before the claim, which then simply fails.
  *
- * Default: built-in. The sparse search measured no cheaper per
- * select_cpu and made update_idle dearer; and with
- * SCX_OPS_KEEP_BUILTIN_IDLE, which the other users of the built-in masks
- * need, the kernel's shared bitmap lines are written on every transition
- * anyway, so the contention Sistare removed is still there
- * (docs/decisions.md, "Idle tracking").
+ * Default: built-in. With SCX_OPS_KEEP_BUILTIN_IDLE, which the other users
+ * of the built-in masks need, the kernel's shared bitmap lines are written
+ * on every transition anyway, so the sparse flags add writes rather than
+ * replace them; the switch stays off unless it measures cheaper
+ * (docs/decisions.md, "Idle tracking" and "Sparse idle lines").
  * Stats: STAT_IDLE_RESYNC, STAT_IDLE_CLAIM_LOST.
  */
 
 #include "locality.bpf.h"
 #include "idle.bpf.h"
+#include "idle_rules.h"
 
 const volatile bool sparse_idle;
 
-/* One CPU's idle flag, alone in its cache line. 1: idle and unclaimed. */
-struct idle_slot {
-	u32 idle;
+/* the layout of the lines, from the agent (topology.rs, idle_lines()) */
+const volatile u32 nr_idle_lines;
+const volatile u32 llc_line_off[MAX_LLCS + 1];
+const volatile u16 line_llc[MAX_CPUS];
+const volatile u32 cpu_idle_slot[MAX_CPUS];	/* ~0: not a possible CPU */
+const volatile u32 node_line_off[MAX_NODES + 1];
+const volatile u16 node_lines[MAX_CPUS];
+
+/*
+ * One line: bit b of @bits is 1 while the CPU of slot line * 8 + b is idle
+ * and unclaimed. The rest of the 64 bytes is padding, so no other line's
+ * flags share it.
+ */
+struct idle_line {
+	u64 bits;
 } __attribute__((aligned(64)));
 
-struct idle_slot idle_slots[MAX_CPUS];
+struct idle_line idle_lines[MAX_CPUS];
 
-/* per-waker start offset of the list walks (per-CPU: no shared line) */
+/* per-waker start offset of the walks (per-CPU: no shared line) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -93,18 +118,39 @@ struct {
 
 /* ---- sparse implementation ---- */
 
+/* @cpu's slot, or false for an id no line holds */
+static __always_inline bool cpu_slot(u32 cpu, u32 *line, u64 *bit)
+{
+	u32 slot = cpu_idle_slot[cpu & CPU_MASK];
+
+	if (idle_rule_slot_line(slot) >= nr_idle_lines)
+		return false;
+	*line = idle_rule_slot_line(slot) & CPU_MASK;
+	*bit = idle_rule_slot_bit(slot);
+	return true;
+}
+
+static __always_inline u64 line_bits(u32 line)
+{
+	return READ_ONCE(idle_lines[line & CPU_MASK].bits);
+}
+
 static __always_inline bool slot_idle(u32 cpu)
 {
-	return READ_ONCE(idle_slots[cpu & CPU_MASK].idle);
+	u32 line;
+	u64 bit;
+
+	return cpu_slot(cpu, &line, &bit) && (line_bits(line) & bit);
 }
 
 static __always_inline bool sparse_claim(s32 cpu)
 {
-	u32 c = cpu & CPU_MASK;
+	u32 c = cpu & CPU_MASK, line;
+	u64 bit;
 
-	if (!slot_idle(c) || !cpu_is_online[c])
+	if (!cpu_slot(c, &line, &bit) || !(line_bits(line) & bit) || !cpu_is_online[c])
 		return false;
-	if (__sync_val_compare_and_swap(&idle_slots[c].idle, 1, 0) != 1)
+	if (!(__sync_fetch_and_and(&idle_lines[line].bits, ~bit) & bit))
 		return false;
 	if (!scx_bpf_test_and_clear_cpu_idle(cpu)) {
 		stat_inc(STAT_IDLE_CLAIM_LOST);
@@ -130,40 +176,60 @@ static __always_inline bool sparse_core_idle(u32 cpu)
 }
 
 /*
- * Walk list[start..end) (llc_cpus if @is_llc, else node_cpus) from a
- * rotating offset; claim the first CPU that is idle (whole core idle if
- * @core), allowed for @p and not in LLC @skip_llc (-1: none).
+ * Walk lines list[start..end) (the LLC's own lines llc_line_off[start..end)
+ * if @is_llc, else node_lines[start..end) of node @node) from a rotating
+ * line and bit; claim the first CPU that is idle (whole core idle if
+ * @core), allowed for @p, of node @node (node walks) and not in LLC
+ * @skip_llc (-1: none).
  */
 static __always_inline s32 sparse_walk(struct task_struct *p, u32 start,
-				       u32 end, bool is_llc, bool core,
-				       s32 skip_llc)
+				       u32 end, bool is_llc, u32 node,
+				       bool core, s32 skip_llc)
 {
-	u32 zero = 0, n, first, i, *rot;
+	u32 zero = 0, n, first, first_bit, i, *rot;
 	bool all = p->nr_cpus_allowed >= (int)nr_cpus;
 
 	if (end <= start || end > MAX_CPUS)
 		return -1;
 	n = end - start;
 	rot = bpf_map_lookup_elem(&idle_rotor, &zero);
-	first = rot ? (*rot)++ % n : 0;
+	first = rot ? *rot : 0;
+	if (rot)
+		(*rot)++;
+	first_bit = first % IDLE_LINE_CPUS;
+	first %= n;
 
 	bpf_for(i, 0, n) {
-		u32 k = first + i, cpu;
+		u32 k = first + i, line, llc, lfirst, lcpu, b;
+		u64 bits;
 
 		if (k >= n)
 			k -= n;
 		k = (start + k) & CPU_MASK;
-		cpu = (is_llc ? llc_cpus[k] : node_cpus[k]) & CPU_MASK;
-		if (!slot_idle(cpu))
+		line = (is_llc ? k : node_lines[k]) & CPU_MASK;
+		bits = line_bits(line);
+		if (!bits)
 			continue;
-		if (skip_llc >= 0 && cpu_llc[cpu] == (u32)skip_llc)
+		llc = line_llc[line] & LLC_MASK;
+		if (skip_llc >= 0 && llc == (u32)skip_llc)
 			continue;
-		if (core && !sparse_core_idle(cpu))
-			continue;
-		if (!all && !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
-			continue;
-		if (sparse_claim(cpu))
-			return cpu;
+		lfirst = llc_line_off[llc];
+		lcpu = llc_off[llc];
+		for (b = 0; b < IDLE_LINE_CPUS; b++) {
+			u32 bit = (first_bit + b) % IDLE_LINE_CPUS, cpu;
+
+			if (!(bits & (1ULL << bit)))
+				continue;
+			cpu = llc_cpus[idle_rule_line_cpu(lcpu, lfirst, line, bit) & CPU_MASK] & CPU_MASK;
+			if (!is_llc && cpu_node[cpu] != node)
+				continue;
+			if (core && !sparse_core_idle(cpu))
+				continue;
+			if (!all && !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
+				continue;
+			if (sparse_claim(cpu))
+				return cpu;
+		}
 	}
 	return -1;
 }
@@ -213,7 +279,8 @@ __hidden s32 idle_pick_llc(struct task_struct *p __arg_trusted, u32 llc, bool co
 	if (llc >= MAX_LLCS)
 		return -1;
 	if (sparse_idle)
-		return sparse_walk(p, llc_off[llc], llc_off[llc + 1], true, core, -1);
+		return sparse_walk(p, llc_line_off[llc], llc_line_off[llc + 1], true, 0,
+				   core, -1);
 	return builtin_pick(p, llc_cpumask(llc), core);
 }
 
@@ -227,8 +294,8 @@ __hidden s32 idle_pick_node(struct task_struct *p __arg_trusted, u32 node, u32 s
 	if (node >= MAX_NODES)
 		return -1;
 	if (sparse_idle)
-		return sparse_walk(p, node_off[node], node_off[node + 1], false,
-				   false, skip_llc);
+		return sparse_walk(p, node_line_off[node], node_line_off[node + 1],
+				   false, node, false, skip_llc);
 	return builtin_pick(p, node_cpumask(node), false);
 }
 
@@ -237,25 +304,32 @@ __hidden s32 idle_pick_node(struct task_struct *p __arg_trusted, u32 node, u32 s
 /* The heartbeat timer saw @cpu idle in the built-in mask (see races above). */
 __hidden void idle_resync(u32 cpu, bool builtin_idle, s32 local_queued)
 {
-	u32 c = cpu & CPU_MASK;
+	u32 line;
+	u64 bit;
 
-	if (!sparse_idle || !builtin_idle || local_queued > 0 || slot_idle(c))
+	if (!sparse_idle || !builtin_idle || local_queued > 0 ||
+	    !cpu_slot(cpu, &line, &bit) || (line_bits(line) & bit))
 		return;
-	WRITE_ONCE(idle_slots[c].idle, 1);
+	__sync_fetch_and_or(&idle_lines[line].bits, bit);
 	stat_inc(STAT_IDLE_RESYNC);
 }
 
 /* ops.update_idle: @cpu went idle or busy */
 __hidden void idle_update(s32 cpu, bool idle)
 {
-	u32 c = cpu & CPU_MASK;
+	u32 line;
+	u64 bit;
 
-	if (!sparse_idle || !cpu_valid(cpu))
+	if (!sparse_idle || !cpu_valid(cpu) || !cpu_slot(cpu, &line, &bit))
 		return;
 	/*
-	 * Only on a change, so a stable flag's line stays shared with its
-	 * readers; claimers only ever CAS it 1 -> 0.
+	 * Only on a change, so a stable word stays shared with its readers;
+	 * atomic, since up to 7 other CPUs write the same word.
 	 */
-	if (slot_idle(c) != idle)
-		WRITE_ONCE(idle_slots[c].idle, idle);
+	if (!!(line_bits(line) & bit) == idle)
+		return;
+	if (idle)
+		__sync_fetch_and_or(&idle_lines[line].bits, bit);
+	else
+		__sync_fetch_and_and(&idle_lines[line].bits, ~bit);
 }

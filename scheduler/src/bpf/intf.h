@@ -20,6 +20,7 @@ enum locality_consts {
 	MAX_LLCS	= MAX_CPUS,	/* an override may make every CPU its own LLC */
 	MAX_NODES	= 64,
 	MAX_SMT		= 8,		/* hardware threads per core (POWER has 8) */
+	IDLE_LINE_CPUS	= 8,		/* --sparse-idle: CPUs of one LLC per 64-byte line (idle_rules.h) */
 
 	/* default knobs, overridable from the command line */
 	DFL_SLICE_US	= 5000,

@@ -10,6 +10,7 @@
 #include "numa_rules.h"
 #include "cache_rules.h"
 #include "push_rules.h"
+#include "idle_rules.h"
 
 /* layouts the Rust side checks: size, then each field's offset in order */
 const size_t rules_numa_node_fig_layout[] = {
@@ -168,4 +169,31 @@ u32 rules_cache_verdict(u64 total, u32 cores, u64 epoch_ns, u32 aggr_tol)
 bool rules_push_wake_wide(u32 waker_flips, u32 wakee_flips, u32 llc_cpus)
 {
 	return push_rule_wake_wide(waker_flips, wakee_flips, llc_cpus);
+}
+
+/* ---- idle_rules.h ---- */
+
+u32 rules_idle_llc_lines(u32 cpus)
+{
+	return idle_rule_llc_lines(cpus);
+}
+
+u32 rules_idle_slot(u32 first_line, u32 pos)
+{
+	return idle_rule_slot(first_line, pos);
+}
+
+u32 rules_idle_slot_line(u32 slot)
+{
+	return idle_rule_slot_line(slot);
+}
+
+u64 rules_idle_slot_bit(u32 slot)
+{
+	return idle_rule_slot_bit(slot);
+}
+
+u32 rules_idle_line_cpu(u32 llc_first_cpu, u32 llc_first_line, u32 line, u32 bit)
+{
+	return idle_rule_line_cpu(llc_first_cpu, llc_first_line, line, bit);
 }
