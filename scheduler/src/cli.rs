@@ -94,11 +94,11 @@ pub struct Opts {
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub numa_interval_ms: u64,
 
-    /// Idle-CPU search at wakeup from our own sparse idle flags (one cache
-    /// line per CPU, updated by ops.update_idle, searched by walking the
-    /// LLC / node CPU lists; bpf/idle.bpf.c) instead of the kernel's
-    /// built-in idle masks. Off by default (docs/decisions.md, "Idle
-    /// tracking").
+    /// Idle-CPU search at wakeup from our own sparse idle flags (Sistare's
+    /// layout: up to 8 CPUs of one LLC per cache line, updated by
+    /// ops.update_idle, searched line by line; bpf/idle.bpf.c) instead of
+    /// the kernel's built-in idle masks. Off by default (docs/decisions.md,
+    /// "Idle tracking").
     #[arg(long, overrides_with = "no_sparse_idle")]
     pub sparse_idle: bool,
 
