@@ -350,6 +350,38 @@ def final_stats_table(results: dict, labels: list[str]) -> str | None:
     return "\n".join(lines)
 
 
+def xnode_rate_table(results: dict, bench: str, labels: list[str]) -> str | None:
+    """scx_locality's cross-node moves per second of the benchmark's case run time, by cause (its xnode_*
+    counters; migr_cross_node counts every run on another node than the last, whatever moved the task), per
+    scheduler label: the step's counters summed over runs, over the cases' summed elapsed time. The counters
+    cover the whole step (all tasks, the seconds between cases too), so they are an upper bound for the
+    benchmark's own tasks."""
+    per: dict[str, dict] = {}
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            fs = st.get("final_stats")
+            if st["bench"] != bench or not fs:
+                continue
+            secs = sum(c.get("elapsed_s") or 0.0 for c in st["cases"])
+            if not secs:
+                continue
+            agg = per.setdefault(st["sched"], {"secs": 0.0, "n": {}})
+            agg["secs"] += secs
+            for k, v in fs.items():
+                if (k.startswith("xnode_") or k == "migr_cross_node") and isinstance(v, (int, float)):
+                    agg["n"][k] = agg["n"].get(k, 0) + v
+    cols = [s for s in labels if s in per]
+    if not cols:
+        return None
+    keys = sorted({k for s in cols for k in per[s]["n"]}, key=lambda k: (k == "migr_cross_node", k))
+    lines = ["| cross-node moves per second, by cause | " + " | ".join(f"`{s}`" for s in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for k in keys:
+        lines.append(f"| {k} | " + " | ".join(_n(per[s]["n"].get(k, 0) / per[s]["secs"], 2) for s in cols) + " |")
+    lines.append("| (seconds of cases) | " + " | ".join(_n(per[s]["secs"], 1) for s in cols) + " |")
+    return "\n".join(lines)
+
+
 BPF_COST_MAIN = ("select_cpu", "enqueue", "dispatch", "tick", "running", "stopping", "runnable", "quiescent",
                  "update_idle")
 
@@ -585,6 +617,9 @@ def write_report(out: Path) -> Path:
             if p:
                 pngs.append(p)
                 lines += [f"![job x node residency]({p.name})", ""]
+        xt = xnode_rate_table(results, bname, labels)
+        if xt:
+            lines += [f"### {bname}: scx_locality's cross-node moves per second, by cause", "", xt, ""]
         bcols, bper = bpf_cost_rows(results, bname, labels)
         if bcols:
             lines += [f"### {bname}: cost of the scheduler's decisions (BPF run time per callback)", "",

@@ -58,7 +58,8 @@ def out(tmp_path):
                 "step": i, "bench": "tb", "sched": s, "started": True, "start_error": None, "start_s": 1.0,
                 "ejected": False, "exit_kind": None, "exit_reason": None, "cmd_seconds": 5.0,
                 "final_stats": ({"idle_while_queued_llc_ms": 4.0 * r, "idle_while_queued_node_ms": 2.0,
-                                 "migr_cross_llc": 7} if s == "scx_locality" else None),
+                                 "migr_cross_llc": 7, "migr_cross_node": 4 * r, "xnode_push_wake": r,
+                                 "xnode_exec": 0} if s == "scx_locality" else None),
                 "sched_log": None,
                 "cases": [case("tb-A", "A", {"t": v["A"][0], "r": v["A"][1]}, loc=loc(2 * r, r, 80), resid=resid,
                                files={"cpu": f"raw/run1/s{i}c0.cpu"} if r == 1 else {},
@@ -164,6 +165,18 @@ def test_write_report_and_pngs(out):
         assert f"]({png})" in text
     summary = report.summary_text(out)
     assert "== tb t (s; lower is better)" in summary and "scx_rusty: failed" in summary
+
+
+def test_cross_node_moves_per_second_by_cause(out):
+    results = report.load(out)
+    table = report.xnode_rate_table(results, "tb", ["eevdf", "scx_locality", "scx_bad"])
+    # runs 1 and 2: push_wake 1 + 2, all cross-node runs 4 + 8, over 2 runs x 2 cases x 2 s
+    assert "| xnode_push_wake | 0.38 |" in table and "| xnode_exec | 0.00 |" in table
+    assert table.index("xnode_exec") < table.index("migr_cross_node")  # the causes first, the total last
+    assert "| migr_cross_node | 1.50 |" in table and "| (seconds of cases) | 8.0 |" in table
+    assert "eevdf" not in table  # no counters of its own
+    assert report.xnode_rate_table(results, "other", ["scx_locality"]) is None
+    assert "### tb: scx_locality's cross-node moves per second, by cause" in report.write_report(out).read_text()
 
 
 def test_bpf_cost_per_call_pooled_over_runs(out):
