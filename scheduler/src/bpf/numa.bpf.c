@@ -604,12 +604,20 @@ __hidden bool numa_wake_follow(struct task_struct *p __arg_trusted, struct task_
 	if (wn == pn || !numa_task_may_cross(tctx, scx_bpf_now()) ||
 	    !home_may_leave(p, tctx, pn))
 		return false;
-	if (numa_moves(wn, pn, 1) || numa_node_overloaded(wn, 1) ||
-	    !numa_few_partners(tctx, waker, waker_cpu)) {
-		stat_inc(STAT_NUMA_FOLLOW_REFUSED);
-		return false;
+	if (numa_node_overloaded(wn, 1)) {
+		stat_inc(STAT_NUMA_FOLLOW_REFUSED_OVERLOAD);
+		goto refused;
 	}
+	if (!numa_few_partners(tctx, waker, waker_cpu)) {
+		stat_inc(STAT_NUMA_FOLLOW_REFUSED_PARTNERS);
+		goto refused;
+	}
+	if (numa_moves(wn, pn, 1))
+		goto refused;
 	return true;
+refused:
+	stat_inc(STAT_NUMA_FOLLOW_REFUSED);
+	return false;
 }
 
 /* @p followed its waker to another node (the push found it a CPU there) */

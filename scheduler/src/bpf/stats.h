@@ -79,7 +79,7 @@ LOC_STAT(NUMA_BUDGET, numa_budget, CNT, "tasks the balance passes allowed to mov
 LOC_STAT(NUMA_PUSH_KEPT, numa_push_kept, CNT, "push across denied: node within the allowance")
 LOC_STAT(NUMA_NEW_LOCAL, numa_new_local, CNT, "new process (fork/exec) kept on its parent's node")
 LOC_STAT(NUMA_TASK_RECENT, numa_task_recent, CNT, "cross-node move denied: task changed node within the interval")
-LOC_STAT(NUMA_FOLLOW_REFUSED, numa_follow_refused, CNT, "wakee kept off its waker's node: beyond the allowance")
+LOC_STAT(NUMA_FOLLOW_REFUSED, numa_follow_refused, CNT, "wakee kept off its waker's node (all reasons; beyond the allowance unless counted below)")
 LOC_STAT(NUMA_SETTLED_KEPT, numa_settled_kept, CNT, "cross-node steal passed over a task settled on its node")
 LOC_STAT(NUMA_ACTIVE_KICK, numa_active_kicks, CNT, "active balance: busy CPUs preempted for an idle node")
 LOC_STAT(NUMA_OVERLOAD, numa_overload, CNT, "push across allowed past the allowance: its node was overloaded (rule 7)")
@@ -101,7 +101,7 @@ LOC_STAT(CACHE_AGGR_KICK, cache_aggr_kick, CNT, "cache-aware: idle CPUs of the p
 LOC_STAT(CACHE_AGGR_MARK, cache_aggr_mark, CNT, "cache-aware: running tasks outside their preferred LLC asked to move by an idle CPU there")
 LOC_STAT(CACHE_AGGR_MOVE, cache_aggr_move, CNT, "cache-aware: asked tasks moved into their preferred LLC at their next wake-up")
 LOC_STAT(CACHE_KEEP_WAKE, cache_keep_wake, CNT, "cache-aware: wakeups kept in the preferred LLC (gate out)")
-LOC_STAT(CACHE_REFUSE_OUT, cache_refuse_out, CNT, "cache-aware: steals out of a non-overloaded preferred LLC refused")
+LOC_STAT(CACHE_REFUSE_OUT, cache_refuse_out, CNT, "cache-aware: steals out of the preferred LLC refused (gate out)")
 LOC_STAT(CACHE_REFUSE_OVERAGGR, cache_refuse_overaggr, CNT, "cache-aware: moves into the preferred LLC refused (over-aggregated)")
 LOC_STAT(CACHE_RT_NS, cache_rt_ms, NS, "cache-aware: ms run by tracked (multi-thread) processes")
 LOC_STAT(CACHE_RT_PREF_NS, cache_rt_pref_ms, NS, "cache-aware: ms of that run in the process's preferred LLC")
@@ -109,3 +109,7 @@ LOC_STAT(CACHE_RT_PREF_NS, cache_rt_pref_ms, NS, "cache-aware: ms of that run in
 /* sparse idle tracking (idle.bpf.c, --sparse-idle): both stay 0 with the built-in masks */
 LOC_STAT(IDLE_RESYNC, idle_resync, CNT, "sparse idle: idle CPUs whose slot the timer set again")
 LOC_STAT(IDLE_CLAIM_LOST, idle_claim_lost, CNT, "sparse idle: slot claimed but built-in idle bit already clear")
+
+/* why wake-follow was refused (numa_wake_follow() in numa.bpf.c), beside the total above */
+LOC_STAT(NUMA_FOLLOW_REFUSED_OVERLOAD, numa_follow_refused_overload, CNT, "wake-follow refused: the waker's node would be overloaded")
+LOC_STAT(NUMA_FOLLOW_REFUSED_PARTNERS, numa_follow_refused_partners, CNT, "wake-follow refused: waker or wakee has many partners")
