@@ -137,7 +137,9 @@ def test_home_nodes_against_their_off_switch_numa2(tmp_path):
     on numa2 (memory-jbb2, placement free). With homes each does all its transactions on one node and the BPF
     side kept threads home (home_kept > 0); without, the balancing spreads both over the two nodes. Measured
     (bin/lab bench memory-jbb2:placement=free, 3 boots): smallest node share 1.00 every boot with homes,
-    0.524-0.539 without; home_kept 479-526 per step (docs/decisions.md)."""
+    0.524-0.539 without; home_kept 479-526 per step (docs/decisions.md). On a host loaded by two other guests a
+    CI run measured 0.866 with homes (0.514 without), so the bar is the gap to the off switch, not a share a
+    quiet host reaches."""
     out = tmp_path / "bench"
     r = subprocess.run([LAB, "bench", "--no-build", "--machine", "numa2", "--runs", "1",
                         "--sched", "scx_locality,scx_locality:--no-home-node",
@@ -148,7 +150,6 @@ def test_home_nodes_against_their_off_switch_numa2(tmp_path):
              for st in run_["steps"]}
     on, off = steps["scx_locality"], steps["scx_locality:--no-home-node"]
     share = {k: st["cases"][0]["figures"]["node-share-min"] for k, st in (("on", on), ("off", off))}
-    assert share["on"] >= 0.90, share
-    assert share["off"] <= 0.75, share
+    assert share["on"] >= 0.80 and share["on"] - share["off"] >= 0.25, share
     assert on["final_stats"]["home_kept"] > 0, on["final_stats"]
     assert off["final_stats"]["home_kept"] == 0, off["final_stats"]
