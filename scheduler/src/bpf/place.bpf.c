@@ -58,8 +58,13 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64
 		return cpu;
 	}
 
-	/* who wakes whom, for rules 3 and 5 */
-	if (push_tracks_wakees()) {
+	/*
+	 * who wakes whom, for rules 3 and 5: only synchronous wake-ups, the
+	 * ones a task makes for a partner (a pipe, a socket); a wake-up from
+	 * interrupt context (a timer, a softirq) is charged to whatever task
+	 * it interrupted and is not that task's partner
+	 */
+	if (sync && push_tracks_wakees()) {
 		waker = task_ctx(bpf_get_current_task_btf());
 		push_record_wakee(p, waker);
 	}
