@@ -57,7 +57,9 @@
 /*
  * Who wakes whom. The waker (current) counts how often the task it wakes
  * differs from the last one it woke (wakee_flips, halved every second; the
- * kernel keeps the same counter for wake_wide()). A pair wakes one partner
+ * kernel keeps the same counter for wake_wide()), at synchronous wake-ups
+ * only (place.bpf.c): one from interrupt context is not the interrupted
+ * task's doing. A pair wakes one partner
  * over and over and flips rarely; a task feeding many flips at every
  * wake-up. Read by step 0 (numa_few_partners) and step 0b
  * (push_wake_wide); kept only while one of them is on.
