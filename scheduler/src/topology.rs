@@ -34,7 +34,6 @@ pub const MAX_CPUS: usize = bpf_intf::locality_consts_MAX_CPUS as usize;
 pub const MAX_LLCS: usize = bpf_intf::locality_consts_MAX_LLCS as usize;
 pub const MAX_NODES: usize = bpf_intf::locality_consts_MAX_NODES as usize;
 pub const MAX_SMT: usize = bpf_intf::locality_consts_MAX_SMT as usize;
-pub const IDLE_LINE_CPUS: usize = bpf_intf::locality_consts_IDLE_LINE_CPUS as usize;
 
 /// Parse a kernel-style CPU list ("0-3,8,10-11") strictly: no empty
 /// items, no reversed ranges, no junk. Returns the CPUs in the given order.
@@ -433,7 +432,6 @@ impl Topo {
         b
     }
 
-    /// One-line summary for logs.
     /// Does some node hold more than one LLC? Only there can threads of a
     /// process be gathered into one LLC without leaving their node.
     pub fn node_has_several_llcs(&self) -> bool {
@@ -450,6 +448,7 @@ impl Topo {
         false
     }
 
+    /// One-line summary for logs.
     pub fn describe(&self) -> String {
         let mut llcs: Vec<Vec<usize>> = vec![vec![]; self.nr_llcs];
         for (cpu, p) in self.cpus.iter().enumerate() {
@@ -500,6 +499,14 @@ pub struct BpfTopo {
     pub node_lines: Vec<u16>,
 }
 
+// The layout rules idle.bpf.c runs (idle_rules.h), built into this binary
+// by build.rs with the other rule headers, so the agent lays the lines out
+// with the very same arithmetic.
+extern "C" {
+    fn rules_idle_llc_lines(cpus: u32) -> u32;
+    fn rules_idle_slot(first_line: u32, pos: u32) -> u32;
+}
+
 /// cpu_idle_slot of a CPU id that is not possible (no line holds it)
 pub const NO_IDLE_SLOT: u32 = u32::MAX;
 
@@ -508,7 +515,6 @@ impl BpfTopo {
     /// LLC, each LLC on whole lines, so a line is shared only by CPUs of
     /// one LLC. At most one line per CPU (MAX_CPUS lines).
     fn idle_lines(&mut self) {
-        let per_line = IDLE_LINE_CPUS as u32;
         let nr_llcs = self.nr_llcs as usize;
         self.llc_line_off = vec![0; nr_llcs + 1];
         self.cpu_idle_slot = vec![NO_IDLE_SLOT; self.nr_cpus as usize];
@@ -519,9 +525,9 @@ impl BpfTopo {
             self.llc_line_off[llc] = first_line;
             for pos in 0..end - first {
                 let cpu = self.llc_cpus[(first + pos) as usize] as usize;
-                self.cpu_idle_slot[cpu] = (first_line + pos / per_line) * per_line + pos % per_line;
+                self.cpu_idle_slot[cpu] = unsafe { rules_idle_slot(first_line, pos) };
             }
-            let lines = (end - first).div_ceil(per_line);
+            let lines = unsafe { rules_idle_llc_lines(end - first) };
             self.line_llc.extend(std::iter::repeat_n(llc as u16, lines as usize));
         }
         self.llc_line_off[nr_llcs] = self.line_llc.len() as u32;

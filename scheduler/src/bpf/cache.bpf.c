@@ -64,8 +64,8 @@
  * runnable tasks than CPUs (llc_load) and utilisation above 100/117 of
  * capacity (the kernel's definition).
  *
- * Where it applies (cache_aware, --cache-aware; off by default, see
- * cli.rs for why):
+ * Where it applies (cache_aware: on where a node holds several LLCs,
+ * rodata.rs; --cache-aware / --no-cache-aware force it):
  *   pull.bpf.c: an idle CPU first steals queued tasks of its node's other
  *     LLCs whose process prefers its LLC (aggregation pull, gate "into");
  *     ordinary cross-LLC steals skip tasks whose preferred LLC is the
@@ -256,7 +256,8 @@ static __always_inline s32 cache_llc_node(u32 l)
  * Should @p stay in LLC @llc rather than take an idle CPU in LLC @dst? True
  * if @llc is its preferred LLC and the gate "out" forbids the move. @dst
  * -1: any other LLC of @llc's node, the least busy standing for all (if
- * the gate forbids that one, it forbids every one).
+ * the gate forbids that one, it forbids every one); the overload gates do
+ * not look at the destination, so there the first one found stands.
  */
 __hidden bool cache_keep(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
 {
@@ -275,6 +276,10 @@ __hidden bool cache_keep(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
 
 			if (i == llc || cache_llc_node(i) != node)
 				continue;
+			if (!cache_gates_util) {
+				dst = i;
+				break;
+			}
 			/* per CPU, so LLCs of different sizes compare */
 			u = ((u64)llc_util[i & LLC_MASK] << LOAD_SHIFT) / (llc_nr_cpus(i) ?: 1);
 			if (u < least) {

@@ -57,6 +57,14 @@ static __always_inline bool cache_rule_greater(u64 a, u64 b, u32 imb_pct)
 	return a * 100 > b * (100 + imb_pct);
 }
 
+/* gate "into", both modes: the preferred LLC @dst would be past the fit and greater than @src */
+static __always_inline bool cache_rule_crowds_pref(u64 src_util, u64 dst_util, u64 dst_cap,
+						   u32 aggr_cap_pct, u32 imb_pct)
+{
+	return !cache_rule_fits(dst_util, dst_cap, aggr_cap_pct) &&
+	       cache_rule_greater(dst_util, src_util, imb_pct);
+}
+
 static __always_inline u32 cache_rule_migrate_hint(u64 src_util, u64 src_cap, u64 dst_util,
 						    u64 dst_cap, u64 task_util, bool to_pref,
 						    u32 aggr_cap_pct, u32 imb_pct)
@@ -67,8 +75,7 @@ static __always_inline u32 cache_rule_migrate_hint(u64 src_util, u64 src_cap, u6
 	src_util = src_util < task_util ? 0 : src_util - task_util;
 	dst_util += task_util;
 	if (to_pref)
-		return !cache_rule_fits(dst_util, dst_cap, aggr_cap_pct) &&
-		       cache_rule_greater(dst_util, src_util, imb_pct) ?
+		return cache_rule_crowds_pref(src_util, dst_util, dst_cap, aggr_cap_pct, imb_pct) ?
 		       CACHE_MIG_FORBID : CACHE_MIG_ALLOW;
 	return cache_rule_fits(src_util, src_cap, aggr_cap_pct) ||
 	       !cache_rule_greater(src_util, dst_util, imb_pct) ?
@@ -87,8 +94,7 @@ static __always_inline u32 cache_rule_migrate_hint_overload(u64 src_util, u64 ds
 							     u32 imb_pct)
 {
 	if (to_pref)
-		return !cache_rule_fits(dst_util, dst_cap, aggr_cap_pct) &&
-		       cache_rule_greater(dst_util, src_util, imb_pct) ?
+		return cache_rule_crowds_pref(src_util, dst_util, dst_cap, aggr_cap_pct, imb_pct) ?
 		       CACHE_MIG_FORBID : CACHE_MIG_ALLOW;
 	return pref_overloaded ? CACHE_MIG_ALLOW : CACHE_MIG_FORBID;
 }
