@@ -35,7 +35,7 @@ from pathlib import Path
 from . import benchfile, guest_script, host, image, machines, paths, peers, run, samples, setup
 
 WORKLOADS_DIR = paths.REPO / "workloads"
-WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal", "bpfcost"]
+WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal", "memspan", "bpfcost"]
 DEFAULT_MACHINE = "numa2"
 RESULTS_VERSION = 1
 
