@@ -17,6 +17,12 @@
  * the window, from sched_getcpu() every 256 transactions), "jbb_node_ops_share: F" (their share on that node)
  * and "jbb_mem_local: F" (share of the resident pages of its item and customer tables on that node at the end
  * of the window, asked of the kernel with move_pages(2) and nodes = NULL, which only queries).
+ * For instances bigger than a node (van Riel 2014's spanning case, issue #23) also: "jbb_active_nodes: N" (the
+ * nodes that took >= 10% of its transactions, "nodes=" their list), "jbb_wh_local: F" (share of the resident
+ * pages of each warehouse's tables on its own node, the node where the threads working for that warehouse did
+ * most transactions; over all warehouses), "jbb_inactive_share: F" (share of those pages on nodes that are not
+ * active) and "jbb_migrated_mb: F" (rise of pgmigrate_success in /proc/vmstat over warm-up and window,
+ * system-wide). With -s K every line of these four ends in " instance=K".
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -139,6 +145,47 @@ static double heap_local(int node)
 	free(pages);
 	free(status);
 	return present ? (double)here / (double)present : -1;
+}
+
+/* One counter of /proc/vmstat; 0 if absent. */
+static unsigned long long vmstat(const char *name)
+{
+	char key[128];
+	unsigned long long v, found = 0;
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return 0;
+	while (fscanf(f, "%127s %llu", key, &v) == 2)
+		if (!strcmp(key, name)) {
+			found = v;
+			break;
+		}
+	fclose(f);
+	return found;
+}
+
+/* Resident pages of [a, a + bytes) per node, added to per_node[]; returns how many were resident. */
+static long pages_per_node(char *a, size_t bytes, long *per_node)
+{
+	long page = sysconf(_SC_PAGESIZE), n = (long)((bytes + (size_t)page - 1) / (size_t)page), present = 0;
+	void **pages = malloc(sizeof(*pages) * (size_t)n);
+	int *status = malloc(sizeof(*status) * (size_t)n);
+
+	if (pages && status) {
+		for (long k = 0; k < n; k++)
+			pages[k] = a + (size_t)k * (size_t)page;
+		if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0) < 0)
+			n = 0;
+		for (long k = 0; k < n; k++)
+			if (status[k] >= 0 && status[k] < MAX_NODES) {
+				per_node[status[k]]++;
+				present++;
+			}
+	}
+	free(pages);
+	free(status);
+	return present;
 }
 
 enum { NEW_ORDER, PAYMENT, ORDER_STATUS, DELIVERY, STOCK_LEVEL, NR_KINDS };
@@ -350,6 +397,54 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* The spanning figures (see the top): active nodes, warehouse pages on their own node and on inactive nodes. */
+static void span_report(const struct thread *th, unsigned long long mig0, long instance)
+{
+	uint64_t ops[MAX_NODES] = {0}, sum = 0;
+	long present = 0, local = 0, inactive = 0;
+	int active[MAX_NODES] = {0}, nr_active = 0;
+	char list[4 * MAX_NODES + 1] = "", tag[32] = "";
+
+	for (int i = 0; i < nr_threads; i++)
+		for (int n = 0; n < MAX_NODES; n++) {
+			ops[n] += th[i].node_ops[n];
+			sum += th[i].node_ops[n];
+		}
+	for (int n = 0; n < MAX_NODES; n++)
+		if (sum && (double)ops[n] >= 0.10 * (double)sum) {
+			active[n] = 1;
+			nr_active++;
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%d", nr_active > 1 ? "," : "", n);
+		}
+	for (int w = 0; w < nr_wh; w++) {
+		uint64_t wops[MAX_NODES] = {0};
+		long on_node[MAX_NODES] = {0};
+		int own = 0;
+
+		/* the warehouse's own node: where the threads working for it did most transactions */
+		for (int i = 0; i < nr_threads; i++)
+			if (th[i].home == w)
+				for (int n = 0; n < MAX_NODES; n++)
+					wops[n] += th[i].node_ops[n];
+		for (int n = 1; n < MAX_NODES; n++)
+			if (wops[n] > wops[own])
+				own = n;
+		present += pages_per_node((char *)wh[w].items, sizeof(struct item) * wh[w].nr_items, on_node);
+		present += pages_per_node((char *)wh[w].customers, sizeof(struct customer) * CUSTOMERS_PER_WH, on_node);
+		local += on_node[own];
+		for (int n = 0; n < MAX_NODES; n++)
+			if (!active[n])
+				inactive += on_node[n];
+	}
+	if (instance >= 0)
+		snprintf(tag, sizeof(tag), " instance=%ld", instance);
+	printf("jbb_active_nodes: %d nodes=%s%s\n", nr_active, list, tag);
+	printf("jbb_wh_local: %.3f%s\n", present ? (double)local / (double)present : -1.0, tag);
+	printf("jbb_inactive_share: %.3f%s\n", present ? (double)inactive / (double)present : -1.0, tag);
+	printf("jbb_migrated_mb: %.1f%s\n",
+	       (double)(vmstat("pgmigrate_success") - mig0) * (double)sysconf(_SC_PAGESIZE) / (1 << 20), tag);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -363,6 +458,8 @@ int main(int argc, char **argv)
 	double runtime = 10, warmup = 1, t0, t1;
 	long heap_mb = 128;
 	unsigned long seed = 1;
+	unsigned long long mig0;
+	long instance = -1;
 	int opt;
 	struct thread *th;
 	pthread_barrier_t ready;
@@ -380,7 +477,10 @@ int main(int argc, char **argv)
 		case 'm': heap_mb = atol(optarg); break;
 		case 'r': runtime = atof(optarg); break;
 		case 'w': warmup = atof(optarg); break;
-		case 's': seed = strtoul(optarg, NULL, 0); break;
+		case 's':
+			seed = strtoul(optarg, NULL, 0);
+			instance = (long)seed;
+			break;
 		default:
 			fprintf(stderr, "usage: jbb [-t THREADS] [-W WAREHOUSES] [-m HEAP_MB] [-r SECONDS] "
 					"[-w WARMUP_SECONDS] [-s SEED]\n");
@@ -417,6 +517,7 @@ int main(int argc, char **argv)
 		}
 	}
 	pthread_barrier_wait(&ready);
+	mig0 = vmstat("pgmigrate_success");
 	usleep((useconds_t)(warmup * 1e6));
 	atomic_store(&measuring, 1);
 	t0 = now_s();
@@ -447,5 +548,6 @@ int main(int argc, char **argv)
 	printf("jbb_home_node: %d\n", home);
 	printf("jbb_node_ops_share: %.3f\n", node_sum ? (double)node_ops[home] / (double)node_sum : 0.0);
 	printf("jbb_mem_local: %.3f\n", local);
+	span_report(th, mig0, instance);
 	return total ? 0 : 1;
 }
