@@ -579,3 +579,57 @@ cases = ["b-1"]
     assert (out / a["files"]["ticks"]).exists()
     assert bb["colocation"] is None  # no ticks file came back
     assert b.to_json()["figures"][0]["cases"] == ["a-1"]
+
+
+MEMSPAN_TWO = """memspan: pid=257 threads=4 shared_mb=128 private_mb=16 init=main runtime_s=20 nodes=4 instance=1
+memspan: pid=258 threads=4 shared_mb=128 private_mb=16 init=main runtime_s=20 nodes=4 instance=2
+memspan_ops_per_s: 1875.1 instance=1
+memspan_active_nodes: 2 nodes=0,1 instance=1
+memspan_shared_node: 0 pages=30208 share=0.922 active=1 instance=1
+memspan_shared_imbalance: 1.844 instance=1
+memspan_private_local: 0.950 instance=1
+memspan_inactive_share: 0.010 instance=1
+memspan_migrated_mb: 10.0 instance=1
+memspan_ops_per_s: 1000 instance=2
+memspan_active_nodes: 3 nodes=1,2,3 instance=2
+memspan_shared_imbalance: 1.100 instance=2
+memspan_private_local: 0.800 instance=2
+memspan_inactive_share: 0.000 instance=2
+memspan_migrated_mb: 12.5 instance=2
+"""
+
+
+def test_memory_span_benchmark_cases_and_figures():
+    """Issue #23: one or two memspan instances spanning 2 nodes each, kernel NUMA balancing on; the figures take
+    the worst instance (shared-imbalance, inactive share: max; private locality: min)."""
+    b = benchfile.load_benchmark("memory-span")
+    cases = {c.label: c.command for c in b.cases()}
+    assert set(cases) == {"1-main", "1-threads", "2-main", "2-threads"}
+    for label, cmd in cases.items():
+        assert cmd.startswith("echo 1 > /proc/sys/kernel/numa_balancing;")
+        assert f"--init={label.split('-')[1]}" in cmd and f"-le {label[0]} ]" in cmd
+        assert "memspan -N 2 -S 128 -P 16 -r 20 " in cmd and "-s $i &" in cmd
+    assert b.residency_comm == "memspan"
+    got = {f.name: f.parse(MEMSPAN_TWO) for f in b.figures}
+    assert got == {"ops-total": 2875.1, "ops-slowest": 1000.0, "active-nodes-max": 3.0, "shared-imbalance": 1.844,
+                   "private-local-min": 0.8, "inactive-share-max": 0.01, "migrated-mb": 12.5}
+    lower = {f.name for f in b.figures if not f.higher_is_better}
+    assert lower == {"active-nodes-max", "shared-imbalance", "inactive-share-max", "migrated-mb"}
+    one = benchfile.load_benchmark("memory-span:instances=1:init=main:seconds=5")
+    assert [c.label for c in one.cases()] == ["1-main"] and "-r 5 " in one.cases()[0].command
+
+
+def test_memory_jbb2_spanning_placement_and_figures():
+    """Issue #23: jbb instances bigger than a node; pinned-half binds each instance to half the nodes."""
+    b = benchfile.load_benchmark("memory-jbb2")
+    assert [c.label for c in b.cases()] == ["free", "pinned"]  # pinned-half is asked for by name
+    half = benchfile.load_benchmark("memory-jbb2:placement=pinned-half").cases()[0].command
+    assert "numactl -N 0-$(( h - 1 )) -m 0-$(( h - 1 )) jbb $a -s 1 &" in half
+    assert "numactl -N $h-$(( n - 1 )) -m $h-$(( n - 1 )) jbb $a -s 2 &" in half
+    text = ("jbb_ops_per_s: 10.0\njbb_active_nodes: 2 nodes=0,1 instance=1\njbb_wh_local: 0.900 instance=1\n"
+            "jbb_inactive_share: 0.020 instance=1\njbb_migrated_mb: 4.0 instance=1\n"
+            "jbb_ops_per_s: 20.0\njbb_active_nodes: 3 nodes=1,2,3 instance=2\njbb_wh_local: 0.700 instance=2\n"
+            "jbb_inactive_share: 0.000 instance=2\njbb_migrated_mb: 6.5 instance=2\n")
+    got = {f.name: f.parse(text) for f in b.figures}
+    assert got["ops-total"] == 30.0 and got["active-nodes-max"] == 3.0 and got["wh-local-min"] == 0.7
+    assert got["inactive-share-max"] == 0.02 and got["migrated-mb"] == 6.5
