@@ -633,3 +633,19 @@ def test_memory_jbb2_spanning_placement_and_figures():
     got = {f.name: f.parse(text) for f in b.figures}
     assert got["ops-total"] == 30.0 and got["active-nodes-max"] == 3.0 and got["wh-local-min"] == 0.7
     assert got["inactive-share-max"] == 0.02 and got["migrated-mb"] == 6.5
+
+
+def test_memspan_output_matches_the_memory_span_figures():
+    """workloads/memspan on this machine (tiny sizes): every figure of memory-span parses from its output."""
+    prog = paths.REPO / "workloads" / "build" / "memspan"
+    if not prog.exists():
+        pytest.skip("workloads not built (make -C workloads)")
+    r = subprocess.run([str(prog), "-t", "2", "-S", "4", "-P", "1", "-r", "0.3", "-w", "0", "--init=threads",
+                        "-s", "7"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith("memspan_")]
+    assert lines and all(x.endswith(" instance=7") for x in lines)
+    got = {f.name: f.parse(r.stdout) for f in benchfile.load_benchmark("memory-span").figures}
+    assert None not in got.values(), got
+    assert got["ops-total"] > 0 and 0 <= got["private-local-min"] <= 1 and 0 <= got["inactive-share-max"] <= 1
+    assert got["active-nodes-max"] >= 1 and got["shared-imbalance"] > 0
