@@ -29,7 +29,8 @@
  *   memspan_shared_node        per node: its shared pages, their share of the shared pages, active or not
  *   memspan_shared_imbalance   the largest share of the shared pages on one node times the number of active
  *                              nodes: 1.0 is an even spread over the active nodes, 2.0 with 2 active nodes
- *                              is all on one (a node that is not active counts too: all on it reads 2.0)
+ *                              is all on one (a node that is not active counts too: all on it reads 2.0;
+ *                              below 1.0 when part of the array sits on nodes that are not active)
  *   memspan_private_local      share of the private pages on their own worker's node (all workers)
  *   memspan_inactive_share     share of all the pages (shared and private) on nodes that are not active
  *   memspan_migrated_pages     rise of pgmigrate_success in /proc/vmstat from the end of the first touch to
