@@ -101,7 +101,7 @@ pub fn decode(tgid: u32, b: &[u8], nr_llcs: usize) -> Option<CacheProc> {
     let _ = rd_u64(b, OFF_TOTAL_RT);
     Some(CacheProc {
         tgid,
-        comm: String::from_utf8_lossy(&comm).into_owned(),
+        comm: crate::comm::escape(&comm),
         pref_llc: pref,
         nr_threads: nt,
         runtime_ms: (sum as f64 / 1e4).round() / 100.0,

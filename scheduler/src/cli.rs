@@ -4,7 +4,8 @@
 //!
 //! Defaults: each is stated once, in its clap definition below; a choice
 //! that depends on other flags is made by one Opts method (numa_mode(),
-//! home_node()). The rest of the agent reads Opts, and rodata.rs hands every
+//! home_node(), memory_mode(): the last also on kernel.numa_balancing,
+//! which main.rs reads into the Opts before anything else uses them). The rest of the agent reads Opts, and rodata.rs hands every
 //! value the BPF side reads to it, so no other place states a default.
 //!
 //! Names: `--no-X` turns off something on by default, `--X` turns on
@@ -19,6 +20,7 @@ use clap::{ArgAction, Parser};
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::memory::scope::Rule;
 use crate::memory::MemoryMode;
 use crate::cache::CacheGates;
 use crate::numa::{ExecPlacement, NumaBalance};
@@ -208,13 +210,34 @@ pub struct Opts {
           value_parser = clap::value_parser!(u64).range(0..=1000))]
     pub cache_top: u64,
 
-    /// Memory placement (agent-side, memory.rs): off does nothing at all;
+    /// Memory placement (agent-side, memory/): off does nothing at all;
     /// local moves each process's memory to its home node; spread (van
     /// Riel 2014) does that for single-node processes and, for processes
     /// spanning nodes, keeps private memory on its node and spreads shared
-    /// memory over the active nodes.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = MemoryMode::Spread)]
-    pub memory: MemoryMode,
+    /// memory over the active nodes. Default: spread, but off when the
+    /// administrator turned the kernel's NUMA balancing off
+    /// (kernel.numa_balancing=0): give --memory to place memory anyway.
+    /// Nothing runs on a machine with one node.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub memory: Option<MemoryMode>,
+
+    /// Memory placement: touch only processes matching RULE (repeatable;
+    /// any one rule suffices): comm:NAME (the process's name, exactly) or
+    /// cgroup:/PATH (its cgroup v2 path, as in /proc/PID/cgroup, and every
+    /// cgroup below). Default: every process.
+    #[arg(long, value_name = "RULE")]
+    pub memory_include: Vec<Rule>,
+
+    /// Memory placement: never touch processes matching RULE (repeatable;
+    /// same rules as --memory-include, and it wins over it): neither their
+    /// pages nor their CPU affinity.
+    #[arg(long, value_name = "RULE")]
+    pub memory_exclude: Vec<Rule>,
+
+    /// kernel.numa_balancing as read at start (main.rs); None if the
+    /// kernel has none. Decides the default of --memory.
+    #[arg(skip)]
+    pub numa_balancing_sysctl: Option<u64>,
 
     /// Memory placement: most MB migrated in any one second.
     #[arg(long, default_value_t = 128,
@@ -366,10 +389,21 @@ impl Opts {
         }
     }
 
+    /// The memory mode in force: --memory if given, else spread unless the
+    /// administrator switched the kernel's NUMA balancing off
+    /// (numa_balancing_sysctl = 0).
+    pub fn memory_mode(&self) -> MemoryMode {
+        match self.memory {
+            Some(m) => m,
+            None if self.numa_balancing_sysctl == Some(0) => MemoryMode::Off,
+            None => MemoryMode::Spread,
+        }
+    }
+
     /// Home nodes (home.bpf.c): on unless --no-home-node; they need the
     /// memory thread (it plans them) and a NUMA policy (it enforces them).
     pub fn home_node(&self) -> bool {
-        !self.no_home_node && self.memory != MemoryMode::Off && self.numa_mode() != NumaBalance::Off
+        !self.no_home_node && self.memory_mode() != MemoryMode::Off && self.numa_mode() != NumaBalance::Off
     }
 }
 
@@ -533,9 +567,53 @@ mod tests {
     }
 
     #[test]
+    fn memory_follows_the_administrators_switch() {
+        let with = |args: &[&str], sysctl: Option<u64>| {
+            let mut o = parse(args).unwrap();
+            o.numa_balancing_sysctl = sysctl;
+            o
+        };
+        // kernel.numa_balancing=0: no placement, no homes, unless asked
+        let o = with(&[], Some(0));
+        assert_eq!(o.memory_mode(), MemoryMode::Off);
+        assert!(!o.home_node());
+        assert_eq!(with(&["--memory=spread"], Some(0)).memory_mode(), MemoryMode::Spread);
+        assert_eq!(with(&["--memory=local"], Some(0)).memory_mode(), MemoryMode::Local);
+        assert!(with(&["--memory=spread"], Some(0)).home_node());
+        // on (1, or 2 and 3: tiering), or a kernel without it: the default
+        for v in [Some(1), Some(2), Some(3), None] {
+            assert_eq!(with(&[], v).memory_mode(), MemoryMode::Spread, "{v:?}");
+        }
+        assert_eq!(with(&["--memory=off"], Some(1)).memory_mode(), MemoryMode::Off);
+    }
+
+    #[test]
+    fn memory_scope_flags() {
+        let o = parse(&[]).unwrap();
+        assert!(o.memory_include.is_empty() && o.memory_exclude.is_empty());
+        let o = parse(&[
+            "--memory-exclude",
+            "comm:backup",
+            "--memory-exclude=cgroup:/batch.slice",
+            "--memory-include=cgroup:/work",
+        ])
+        .unwrap();
+        assert_eq!(o.memory_exclude, vec![Rule::Comm("backup".into()), Rule::Cgroup("/batch.slice".into())]);
+        assert_eq!(o.memory_include, vec![Rule::Cgroup("/work".into())]);
+        for bad in ["--memory-exclude=backup", "--memory-include=cgroup:work", "--memory-exclude=comm:"] {
+            let e = parse(&[bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+            let flag = bad.split('=').next().unwrap();
+            assert!(flag_error_line(&e).contains(flag), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn memory_flags() {
         let o = parse(&[]).unwrap();
-        assert_eq!(o.memory, MemoryMode::Spread);
+        // not given: spread (the sysctl, read by main, may turn it off)
+        assert_eq!(o.memory, None);
+        assert_eq!(o.memory_mode(), MemoryMode::Spread);
         assert_eq!((o.memory_budget_mbps, o.memory_interval_ms), (128, 1000));
         assert!(!o.memory_node_affinity);
         assert!(parse(&["--memory-node-affinity"]).unwrap().memory_node_affinity);
@@ -543,8 +621,8 @@ mod tests {
         assert!(!parse(&["--no-home-node"]).unwrap().home_node());
         assert!(!parse(&["--memory=off"]).unwrap().home_node());
         assert!(!parse(&["--numa-balance=off"]).unwrap().home_node());
-        assert_eq!(parse(&["--memory=off"]).unwrap().memory, MemoryMode::Off);
-        assert_eq!(parse(&["--memory", "local"]).unwrap().memory, MemoryMode::Local);
+        assert_eq!(parse(&["--memory=off"]).unwrap().memory_mode(), MemoryMode::Off);
+        assert_eq!(parse(&["--memory", "local"]).unwrap().memory, Some(MemoryMode::Local));
         assert_eq!(parse(&["--memory-budget-mbps=1"]).unwrap().memory_budget_mbps, 1);
         assert_eq!(parse(&["--memory-interval-ms=100"]).unwrap().memory_interval_ms, 100);
         for bad in [

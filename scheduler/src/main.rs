@@ -24,7 +24,8 @@
 //! --cache-epoch-ms, --cache-epoch-timeout, --cache-overaggr-pct, --cache-imb-pct,
 //! --cache-top (cache-aware scheduling, see cache.rs and bpf/cache.bpf.c),
 //! --memory, --memory-budget-mbps, --memory-interval-ms,
-//! --memory-node-affinity, --no-home-node (memory placement, agent-side,
+//! --memory-node-affinity, --memory-include, --memory-exclude,
+//! --no-home-node (memory placement, agent-side,
 //! see memory/ and home.rs),
 //! --topology-override FILE, --stats SECS, --monitor SECS, --help-stats,
 //! --exit-dump-len, -v / --log-level, --version.
@@ -58,6 +59,7 @@ mod bpf_intf;
 mod bpf_skel;
 mod cache;
 mod cli;
+mod comm;
 mod home;
 mod memory;
 mod numa;
@@ -264,7 +266,7 @@ impl<'a> Scheduler<'a> {
             on_off(written.cache_on),
             on_off(written.cache_on && opts.cache_wake_aggr),
             opts.cache_epoch_ms,
-            opts.memory.name(),
+            opts.memory_mode().name(),
             opts.memory_budget_mbps,
             on_off(opts.home_node()),
             opts.slice_us,
@@ -277,7 +279,7 @@ impl<'a> Scheduler<'a> {
 
         // Memory placement runs on its own thread (never in this loop).
         let memory = memory::MemoryThread::start(memory::MemOpts {
-            mode: opts.memory,
+            mode: opts.memory_mode(),
             budget_mbps: opts.memory_budget_mbps,
             interval_ms: opts.memory_interval_ms,
             cpu_node: topo
@@ -288,8 +290,12 @@ impl<'a> Scheduler<'a> {
             nr_nodes: topo.nr_nodes,
             node_affinity: opts.memory_node_affinity,
             home_nodes: opts.home_node(),
+            scope: memory::scope::Scope {
+                include: opts.memory_include.clone(),
+                exclude: opts.memory_exclude.clone(),
+            },
         });
-        if opts.memory != MemoryMode::Off && memory.is_none() {
+        if opts.memory_mode() != MemoryMode::Off && topo.nr_nodes > 1 && memory.is_none() {
             warn!("memory placement thread could not start; going on without it");
         }
 
@@ -299,8 +305,9 @@ impl<'a> Scheduler<'a> {
         Ok(Self {
             skel,
             link: Some(link),
+            // what runs: off when no thread does (one node)
+            memory_mode: if memory.is_some() { opts.memory_mode() } else { MemoryMode::Off },
             memory,
-            memory_mode: opts.memory,
             memory_budget_mbps: opts.memory_budget_mbps,
             memory_last: Default::default(),
             home_gen: 0,
@@ -618,8 +625,14 @@ fn run(opts: &Opts) -> Result<i32> {
         );
     }
 
-    if opts.memory_node_affinity && opts.memory == MemoryMode::Off {
-        warn!("--memory-node-affinity has no effect with --memory=off (nothing runs)");
+    if opts.memory.is_none() && opts.memory_mode() == MemoryMode::Off {
+        info!(
+            "memory placement off: kernel.numa_balancing=0 (the administrator's switch); \
+             --memory=spread places memory anyway"
+        );
+    }
+    if opts.memory_node_affinity && opts.memory_mode() == MemoryMode::Off {
+        warn!("--memory-node-affinity has no effect with memory placement off (nothing runs)");
     }
 
     if let Some(secs) = opts.stats {
@@ -670,8 +683,15 @@ fn load_loop(opts: &Opts, shutdown: &AtomicBool, total: &mut Option<Metrics>) ->
     }
 }
 
+/// kernel.numa_balancing (0 off, 1 on, 2 and 3 memory tiering); None if
+/// the kernel has no NUMA balancing.
+fn read_numa_balancing() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/numa_balancing").ok()?.trim().parse().ok()
+}
+
 fn main() {
-    let opts = parse_opts();
+    let mut opts = parse_opts();
+    opts.numa_balancing_sysctl = read_numa_balancing();
     init_logging(&opts);
     let code = match run(&opts) {
         Ok(code) => code,

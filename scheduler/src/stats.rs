@@ -36,8 +36,10 @@
 //!   exited ones from the agent's last snapshot (100 ms).
 //! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
 //! - memory_*: memory placement (memory.rs, agent-side): mode, budget,
-//!   scans, pages / MB migrated, pages refused, the largest MB moved in one
-//!   second, budget waits; memory_procs: per process home node, active
+//!   scans, pages / MB migrated, pages refused (and by cause:
+//!   memory_fail_*), mappings backing off, the largest MB moved in one
+//!   second, budget waits, processes left alone by cause (memory_skip_*:
+//!   memory/scope.rs), pids reused; memory_procs: per process home node, active
 //!   nodes, anonymous RSS, pages per node and memory locality.
 
 use anyhow::Result;
@@ -209,6 +211,26 @@ loc_stats!(metrics_with_counters! {
         pub memory_affinity_binds: u64,
         #[stat(desc = "memory placement: processes unbound")]
         pub memory_affinity_unbinds: u64,
+        #[stat(desc = "memory placement: pages refused with EACCES (a target outside the task's cpuset, or a page mapped by several processes)")]
+        pub memory_fail_eacces: u64,
+        #[stat(desc = "memory placement: pages refused with ENOMEM (no room on the target node)")]
+        pub memory_fail_enomem: u64,
+        #[stat(desc = "memory placement: pages refused with EBUSY (busy or pinned)")]
+        pub memory_fail_ebusy: u64,
+        #[stat(desc = "memory placement: pages refused for other causes, or not migrated")]
+        pub memory_fail_other: u64,
+        #[stat(desc = "memory placement: mappings passed over while backing off after a failed move")]
+        pub memory_backoffs: u64,
+        #[stat(desc = "memory placement: processes left alone by --memory-include/--memory-exclude")]
+        pub memory_skip_rule: u64,
+        #[stat(desc = "memory placement: processes left alone for locked memory (VmLck)")]
+        pub memory_skip_mlock: u64,
+        #[stat(desc = "memory placement: processes left alone, their cpuset allows one node")]
+        pub memory_skip_cpuset: u64,
+        #[stat(desc = "memory placement: processes with memory under an explicit policy (numactl -m, mbind), left where it is")]
+        pub memory_skip_mempolicy: u64,
+        #[stat(desc = "memory placement: pids seen again with another start time (state of the old process dropped)")]
+        pub memory_pid_reused: u64,
         #[stat(desc = "memory placement: per process home, active nodes, locality")]
         pub memory_procs: Vec<MemProc>,
     }
@@ -227,6 +249,16 @@ impl Metrics {
         self.memory_budget_waits = m.budget_waits;
         self.memory_affinity_binds = m.affinity_binds;
         self.memory_affinity_unbinds = m.affinity_unbinds;
+        self.memory_fail_eacces = m.fail.eacces;
+        self.memory_fail_enomem = m.fail.enomem;
+        self.memory_fail_ebusy = m.fail.ebusy;
+        self.memory_fail_other = m.fail.other;
+        self.memory_backoffs = m.backoffs;
+        self.memory_skip_rule = m.skip_rule;
+        self.memory_skip_mlock = m.skip_mlock;
+        self.memory_skip_cpuset = m.skip_cpuset;
+        self.memory_skip_mempolicy = m.skip_mempolicy;
+        self.memory_pid_reused = m.pid_reused;
         let mut procs: Vec<MemProc> = m.procs.values().cloned().collect();
         procs.sort_by(|a, b| b.runtime_ms.total_cmp(&a.runtime_ms));
         procs.truncate(16);
@@ -269,6 +301,16 @@ impl Metrics {
             memory_budget_waits: d(self.memory_budget_waits, prev.memory_budget_waits),
             memory_affinity_binds: d(self.memory_affinity_binds, prev.memory_affinity_binds),
             memory_affinity_unbinds: d(self.memory_affinity_unbinds, prev.memory_affinity_unbinds),
+            memory_fail_eacces: d(self.memory_fail_eacces, prev.memory_fail_eacces),
+            memory_fail_enomem: d(self.memory_fail_enomem, prev.memory_fail_enomem),
+            memory_fail_ebusy: d(self.memory_fail_ebusy, prev.memory_fail_ebusy),
+            memory_fail_other: d(self.memory_fail_other, prev.memory_fail_other),
+            memory_backoffs: d(self.memory_backoffs, prev.memory_backoffs),
+            memory_skip_rule: d(self.memory_skip_rule, prev.memory_skip_rule),
+            memory_skip_mlock: d(self.memory_skip_mlock, prev.memory_skip_mlock),
+            memory_skip_cpuset: d(self.memory_skip_cpuset, prev.memory_skip_cpuset),
+            memory_skip_mempolicy: d(self.memory_skip_mempolicy, prev.memory_skip_mempolicy),
+            memory_pid_reused: d(self.memory_pid_reused, prev.memory_pid_reused),
             memory_procs: self.memory_procs.clone(),
             ..self.counters_minus(prev)
         }
@@ -311,6 +353,16 @@ impl Metrics {
             memory_budget_waits: self.memory_budget_waits + other.memory_budget_waits,
             memory_affinity_binds: self.memory_affinity_binds + other.memory_affinity_binds,
             memory_affinity_unbinds: self.memory_affinity_unbinds + other.memory_affinity_unbinds,
+            memory_fail_eacces: self.memory_fail_eacces + other.memory_fail_eacces,
+            memory_fail_enomem: self.memory_fail_enomem + other.memory_fail_enomem,
+            memory_fail_ebusy: self.memory_fail_ebusy + other.memory_fail_ebusy,
+            memory_fail_other: self.memory_fail_other + other.memory_fail_other,
+            memory_backoffs: self.memory_backoffs + other.memory_backoffs,
+            memory_skip_rule: self.memory_skip_rule + other.memory_skip_rule,
+            memory_skip_mlock: self.memory_skip_mlock + other.memory_skip_mlock,
+            memory_skip_cpuset: self.memory_skip_cpuset + other.memory_skip_cpuset,
+            memory_skip_mempolicy: self.memory_skip_mempolicy + other.memory_skip_mempolicy,
+            memory_pid_reused: self.memory_pid_reused + other.memory_pid_reused,
             memory_procs: other.memory_procs.clone(),
             ..self.counters_plus(other)
         }
@@ -464,7 +516,7 @@ impl Metrics {
                 w,
                 "    proc {:>7} {:<16} threads={:<4} pref_llc={:<3} share={:.1}% top_llc={} run={:.1}ms",
                 p.tgid,
-                p.comm,
+                crate::comm::printable(&p.comm),
                 p.nr_threads,
                 p.pref_llc,
                 p.share * 100.0,
@@ -475,22 +527,38 @@ impl Metrics {
         writeln!(
             w,
             "  memory mode={} budget={}MB/s scans={} migrated={} pages ({:.1} MB) failed={} \
-             peak={:.1}MB/s waits={}",
+             (eacces={} enomem={} ebusy={} other={}, backoffs={}) peak={:.1}MB/s waits={}",
             if self.memory_mode.is_empty() { "off" } else { &self.memory_mode },
             self.memory_budget_mbps,
             self.memory_scans,
             self.memory_pages_migrated,
             self.memory_mb_migrated,
             self.memory_move_failed,
+            self.memory_fail_eacces,
+            self.memory_fail_enomem,
+            self.memory_fail_ebusy,
+            self.memory_fail_other,
+            self.memory_backoffs,
             self.memory_peak_mbps,
             self.memory_budget_waits
+        )?;
+        writeln!(
+            w,
+            "  memory left alone: rule={} mlock={} cpuset={} mempolicy={}  pid_reused={}  affinity binds={} unbinds={}",
+            self.memory_skip_rule,
+            self.memory_skip_mlock,
+            self.memory_skip_cpuset,
+            self.memory_skip_mempolicy,
+            self.memory_pid_reused,
+            self.memory_affinity_binds,
+            self.memory_affinity_unbinds
         )?;
         for p in &self.memory_procs {
             writeln!(
                 w,
                 "    mem  {:>7} {:<16} home={} active={:?} rss={:.1}MB locality={:.1}% pages_node={:?} migrated={}",
                 p.tgid,
-                p.comm,
+                crate::comm::printable(&p.comm),
                 p.home,
                 p.active,
                 p.rss_mb,
@@ -751,6 +819,13 @@ mod tests {
             budget_waits: 2,
             affinity_binds: 1,
             affinity_unbinds: 2,
+            fail: crate::memory::report::Fails { eacces: 1, enomem: 2, ebusy: 3, other: 4 },
+            backoffs: 5,
+            skip_rule: 6,
+            skip_mlock: 7,
+            skip_cpuset: 8,
+            skip_mempolicy: 9,
+            pid_reused: 10,
             ..Default::default()
         };
         ms.procs.insert(42, MemProc { tgid: 42, ..Default::default() });
@@ -803,7 +878,8 @@ mod tests {
   numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 task_recent=42000000 follow_refused=43000000 (overload 67000000 partners 68000000) settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000
   load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
   cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
-  memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 peak=0.0MB/s waits=0
+  memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0) peak=0.0MB/s waits=0
+  memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0
 ";
         let got = String::from_utf8(out).unwrap();
         for (g, w) in got.lines().zip(want.lines()) {

@@ -11,6 +11,11 @@
 //! given back. Threads whose affinity was restricted by someone else
 //! (taskset, numactl -N, the application) are never touched. It is a hard
 //! bind, visible to sched_getaffinity(2): the reason it is off by default.
+//! Processes whose cpuset leaves out nodes are not bound. On exit (also
+//! after SIGTERM, SIGINT or an exit of the BPF side: mod.rs) every mask is
+//! given back to the processes that still hold it (same pid and start
+//! time); a process the agent stops tracking (left alone, shrunk below
+//! MIN_RSS_MB) gets its mask back at once.
 //!
 //! The fitting rule (assign_nodes()) also serves home nodes (../home.rs).
 //!
@@ -32,7 +37,8 @@ impl Placer {
         let mut cands: Vec<NodeCand> = self
             .procs
             .iter()
-            .filter(|(_, p)| p.busy > 0 || p.bound.is_some())
+            // a cpuset that leaves out nodes has chosen for it
+            .filter(|(_, p)| (p.busy > 0 || p.bound.is_some()) && p.mems.iter().all(|&m| m))
             .map(|(&pid, p)| NodeCand {
                 pid,
                 busy: p.busy.max(1),

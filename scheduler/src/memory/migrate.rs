@@ -36,8 +36,15 @@
 //! Below 2 MB/s a single huge page is larger than the budget: it waits for
 //! an empty window and may then exceed the knob by its own size.
 //!
+//! Before each mapping: the process must still be the one sampled (pid and
+//! start time, scope.rs), the mapping not backing off after a failure, and
+//! its target is kept within the process's cpuset nodes (scope::restrict).
+//! Pages refused are counted per cause (failures()); a mapping with any
+//! refused page backs off (scope::Backoff).
+//!
 //! Knob: `--memory-budget-mbps`. Stats: memory_pages_migrated,
-//! memory_mb_migrated, memory_move_failed, memory_peak_mbps,
+//! memory_mb_migrated, memory_move_failed (memory_fail_eacces, _enomem,
+//! _ebusy, _other by cause), memory_backoffs, memory_peak_mbps,
 //! memory_budget_waits; per process (memory_procs) pages_migrated.
 
 use std::collections::{HashMap, VecDeque};
@@ -45,7 +52,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::plan::Target;
-use super::{read, Placer};
+use super::report::Fails;
+use super::{read, scope, Placer};
 
 /// Pages per move_pages call.
 const CHUNK: usize = 512;
@@ -189,6 +197,30 @@ impl Drop for RtWindow {
     }
 }
 
+/// Pages one move_pages(2) call with targets did not move, by cause: the
+/// whole batch under the call's error if it failed (ESRCH aside: the
+/// process is gone), else each page's negative status but ENOENT (not
+/// present: nothing to move), plus the pages a successful call reports as
+/// not migrated (its positive return).
+pub fn failures(status: &[i32], call: Result<i64, i32>) -> Fails {
+    let mut f = Fails::default();
+    match call {
+        Err(libc::ESRCH) => {}
+        Err(e) => f.add(e, status.len() as u64),
+        Ok(left) => {
+            for &s in status {
+                if s < 0 && s != -libc::ENOENT {
+                    f.add(-s, 1);
+                }
+            }
+            if left > 0 {
+                f.add(0, left as u64);
+            }
+        }
+    }
+    f
+}
+
 /// move_pages(2); Err(errno) on failure. (libc::syscall: nix and rustix
 /// do not wrap it, glibc leaves it to libnuma.)
 fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status: &mut [i32]) -> Result<i64, i32> {
@@ -212,10 +244,47 @@ fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status: &mut [i32]
 }
 
 impl Placer {
+    /// Move one mapping, if the process is still the one sampled, the
+    /// mapping is not backing off and its target lies in the process's
+    /// cpuset; false if the pass must end (deadline, stop, process gone).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn move_vma(
+        &mut self,
+        pid: u32,
+        start: u64,
+        end: u64,
+        target: &Target,
+        active: &[bool],
+        stop: &AtomicBool,
+        deadline: Instant,
+    ) -> bool {
+        let Some(id) = self.ident(pid) else { return false };
+        if !self.backoff.due(id, start, self.scan) {
+            self.stats.lock().map(|mut s| s.backoffs += 1).ok();
+            return true;
+        }
+        let Some(target) = self.procs.get(&pid).and_then(|p| scope::restrict(target, &p.mems)) else {
+            return true;
+        };
+        // the pid may have been reused since it was sampled
+        if scope::start_time(pid) != Some(id.1) {
+            self.forget(pid);
+            return false;
+        }
+        self.vma_failed = 0;
+        let go_on = self.move_vma_pages(pid, start, end, &target, active, stop, deadline);
+        if self.vma_failed > 0 {
+            self.backoff.failed(id, start, self.scan);
+        } else if go_on {
+            self.backoff.ok(id, start);
+        }
+        go_on
+    }
+
     /// Query and move one mapping; false if the pass must end (deadline,
     /// stop, process gone).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn move_vma(
+    fn move_vma_pages(
         &mut self,
         pid: u32,
         start: u64,
@@ -354,12 +423,14 @@ impl Placer {
             let now = self.now();
             // pages this call moved, bounded from both sides: see moved_pages
             let pages = moved_pages(after.saturating_sub(before), worst_bytes(addrs, self.page), self.page);
-            let failed = status.iter().filter(|&&s| s < 0 && s != -libc::ENOENT).count() as u64;
+            let fails = failures(&status, r);
+            self.vma_failed += fails.total();
             self.budget.charge(now, pages * self.page);
             if let Ok(mut s) = self.stats.lock() {
                 s.pages_migrated += pages;
                 s.bytes_migrated += pages * self.page;
-                s.move_failed += failed;
+                s.move_failed += fails.total();
+                s.fail.plus(&fails);
                 s.peak_bytes_per_s = s.peak_bytes_per_s.max(self.budget.peak);
             }
             if let Some(p) = self.procs.get_mut(&pid) {
@@ -463,6 +534,23 @@ mod tests {
         // compaction migrated 1 GB meanwhile: charged at most the call's worst case
         assert_eq!(moved_pages(262144, worst_bytes(&[0x200000, 0x400000], p), p), 1024);
         assert_eq!(moved_pages(0, HUGE, p), 0);
+    }
+
+    #[test]
+    fn failures_by_cause() {
+        use libc::{EACCES, EBUSY, EFAULT, ENOENT, ENOMEM, ESRCH};
+        // per page: not present is no failure
+        let f = failures(&[0, -ENOENT, -EACCES, -EBUSY, -EBUSY, -ENOMEM, -EFAULT, 1], Ok(0));
+        assert_eq!((f.eacces, f.enomem, f.ebusy, f.other), (1, 1, 2, 1));
+        assert_eq!(f.total(), 5);
+        // the whole call refused (a target outside the cpuset): every page
+        let f = failures(&[0; 4], Err(EACCES));
+        assert_eq!((f.eacces, f.total()), (4, 4));
+        assert_eq!(failures(&[0; 3], Err(ENOMEM)).enomem, 3);
+        // the process exited: nothing refused
+        assert_eq!(failures(&[0; 3], Err(ESRCH)).total(), 0);
+        // pages the call could not migrate
+        assert_eq!(failures(&[0; 3], Ok(2)).other, 2);
     }
 
     #[test]

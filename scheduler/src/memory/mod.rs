@@ -28,10 +28,21 @@
 //! Skipped: mappings with an explicit memory policy (numa_maps shows bind,
 //! interleave, prefer...: numactl -m, mbind(2), set_mempolicy(2) are the
 //! application's word), kernel threads (PF_KTHREAD), the agent itself, processes with
-//! less than MIN_RSS_MB of anonymous memory. A process that exits mid-scan
+//! less than MIN_RSS_MB of anonymous memory, and what scope.rs leaves
+//! alone: processes out of `--memory-include` / `--memory-exclude`, with
+//! locked memory, or in a cpuset of one node. A process is known by pid and
+//! start time (scope.rs). A process that exits mid-scan
 //! (ESRCH, ENOENT on /proc) is dropped quietly. The work runs on its own
 //! thread and never blocks the scheduler's main loop; `--memory=off` starts
 //! no thread and touches nothing.
+//!
+//! When it runs at all (MemoryThread::start, Opts::memory_mode()): never on
+//! a machine with one NUMA node (nothing to place; said once at start);
+//! not when the administrator turned the kernel's NUMA balancing off
+//! (kernel.numa_balancing=0) unless `--memory` is given explicitly.
+//! On exit, also after SIGTERM/SIGINT or an exit of the BPF side, every
+//! CPU affinity it set is given back (Placer's Drop, also on a panic of
+//! its thread); a SIGKILL leaves them set (README).
 //!
 //! Stats (in Metrics, see stats.rs): memory_mode, memory_budget_mbps,
 //! memory_scans, memory_pages_migrated, memory_mb_migrated,
@@ -60,8 +71,10 @@ mod migrate;
 mod plan;
 pub mod report;
 mod sample;
+pub mod scope;
 
 use migrate::Budget;
+use scope::{Backoff, Ident, Scope, Skip};
 use plan::{parse_numa_maps_line, Vma};
 // pub only for stats.rs, which is to import memory::report instead
 pub use report::{MemProc, MemStats};
@@ -124,6 +137,8 @@ pub struct MemOpts {
     pub node_affinity: bool,
     /// plan home nodes for the BPF side (home.rs, home.bpf.c)
     pub home_nodes: bool,
+    /// the processes it may touch (--memory-include, --memory-exclude)
+    pub scope: Scope,
 }
 
 pub struct MemoryThread {
@@ -134,8 +149,14 @@ pub struct MemoryThread {
 }
 
 impl MemoryThread {
+    /// The thread, or None: --memory=off, or a machine with one node
+    /// (said once, here).
     pub fn start(opts: MemOpts) -> Option<MemoryThread> {
         if opts.mode == MemoryMode::Off {
+            return None;
+        }
+        if opts.nr_nodes <= 1 {
+            log::info!("memory placement: one NUMA node, nothing to place; not started");
             return None;
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -165,7 +186,14 @@ impl Drop for MemoryThread {
 }
 
 pub(crate) struct Proc {
+    /// start time (/proc/PID/stat field 22): with the pid, who it is
+    pub(crate) start: u64,
+    /// escaped (crate::comm)
     comm: String,
+    /// nodes its cpuset allows (Mems_allowed_list)
+    pub(crate) mems: Vec<bool>,
+    /// counted in memory_skip_mempolicy
+    policy_noted: bool,
     pub(crate) thread_rt: HashMap<u32, u64>,
     node_rt: Vec<f64>,
     total_rt: u64,
@@ -206,6 +234,13 @@ pub(crate) struct Placer {
     cursor: HashMap<(u32, u64), u64>,
     /// move_pages calls in this pass (debug log)
     calls: u64,
+    /// processes left alone (scope.rs): pid -> (start time, why, last
+    /// scan it was seen), to count each once
+    skipped: HashMap<u32, (u64, Skip, u64)>,
+    /// mappings whose move failed, tried again later
+    backoff: Backoff,
+    /// pages that failed in the mapping being moved
+    vma_failed: u64,
 }
 
 fn read(path: &str) -> Option<String> {
@@ -239,6 +274,55 @@ impl Placer {
             scan: 0,
             cursor: HashMap::new(),
             calls: 0,
+            skipped: HashMap::new(),
+            backoff: Backoff::default(),
+            vma_failed: 0,
+        }
+    }
+
+    /// The identity of a process the agent holds state for.
+    pub(crate) fn ident(&self, pid: u32) -> Option<Ident> {
+        self.procs.get(&pid).map(|p| (pid, p.start))
+    }
+
+    /// Drop everything kept about `pid` (it exited, is left alone now, or
+    /// the pid belongs to another process): its samples, cursors,
+    /// back-offs and home node. The caller gives back an affinity first if
+    /// the process is still the one it was set on.
+    pub(crate) fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+        self.cursor.retain(|(p, _), _| *p != pid);
+        let procs = &self.procs;
+        self.backoff.retain(|(p, s)| procs.get(&p).is_some_and(|x| x.start == s));
+        if self.home_plan.remove(&pid).is_some() {
+            if let Ok(mut h) = self.homes.lock() {
+                h.map.remove(&pid);
+                h.gen += 1;
+            }
+        }
+    }
+
+    /// Count, once per process, one with anonymous memory under an
+    /// explicit memory policy (plan.rs leaves those mappings alone).
+    pub(crate) fn note_policy(&mut self, pid: u32, vmas: &[Vma]) {
+        let Some(p) = self.procs.get_mut(&pid) else { return };
+        if p.policy_noted || !vmas.iter().any(scope::explicit_policy) {
+            return;
+        }
+        p.policy_noted = true;
+        log::debug!("memory: {pid} ({}) has memory under an explicit policy: left where it is", p.comm);
+        self.stats.lock().map(|mut s| s.skip_mempolicy += 1).ok();
+    }
+
+    /// Give back every affinity set, to the processes that are still the
+    /// ones it was set on.
+    fn unbind_all(&mut self) {
+        let bound: Vec<Ident> =
+            self.procs.iter().filter(|(_, p)| p.bound.is_some()).map(|(&k, p)| (k, p.start)).collect();
+        for (pid, start) in bound {
+            if scope::start_time(pid) == Some(start) {
+                self.set_node(pid, None);
+            }
         }
     }
 
@@ -283,11 +367,7 @@ impl Placer {
                 std::thread::park_timeout(deadline - now);
             }
         }
-        // give back every affinity we set
-        let bound: Vec<u32> = self.procs.iter().filter(|(_, p)| p.bound.is_some()).map(|(&k, _)| k).collect();
-        for pid in bound {
-            self.set_node(pid, None);
-        }
+        // every affinity set is given back by Drop
     }
 
     /// CPUs whose node is known.
@@ -366,6 +446,14 @@ impl Placer {
     }
 }
 
+impl Drop for Placer {
+    /// Give back every affinity set: at the end of run(), and on a panic
+    /// of the thread.
+    fn drop(&mut self) {
+        self.unbind_all();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,20 +468,26 @@ mod tests {
         assert_eq!(locality(&[0.0, 3.0], &[4]), Some(0.0));
     }
 
-    /// Stopping does not wait for the next pass: the thread sleeps parked
-    /// between passes and Drop wakes it. (One node: nothing can be moved.)
-    #[test]
-    fn stops_at_once_between_passes() {
-        let t = MemoryThread::start(MemOpts {
+    fn opts(nr_nodes: usize, scope: Scope) -> MemOpts {
+        MemOpts {
             mode: MemoryMode::Spread,
             budget_mbps: 1,
             interval_ms: 600_000,
-            cpu_node: vec![0; 2],
-            nr_nodes: 1,
+            cpu_node: (0..2).map(|c| c % nr_nodes).collect(),
+            nr_nodes,
             node_affinity: false,
             home_nodes: false,
-        })
-        .expect("thread starts");
+            scope,
+        }
+    }
+
+    /// Stopping does not wait for the next pass: the thread sleeps parked
+    /// between passes and Drop wakes it. (An include rule nothing matches:
+    /// nothing on this machine is touched.)
+    #[test]
+    fn stops_at_once_between_passes() {
+        let none = Scope { include: vec!["comm:\u{7}none".parse().unwrap()], exclude: vec![] };
+        let t = MemoryThread::start(opts(2, none)).expect("thread starts");
         // let the first pass end and the thread go to sleep
         while t.snapshot().scans == 0 {
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -401,5 +495,14 @@ mod tests {
         let start = Instant::now();
         drop(t);
         assert!(start.elapsed() < std::time::Duration::from_secs(5), "{:?}", start.elapsed());
+    }
+
+    /// A machine with one node: no thread, nothing touched.
+    #[test]
+    fn one_node_starts_nothing() {
+        assert!(MemoryThread::start(opts(1, Scope::default())).is_none());
+        let mut off = opts(2, Scope::default());
+        off.mode = MemoryMode::Off;
+        assert!(MemoryThread::start(off).is_none());
     }
 }

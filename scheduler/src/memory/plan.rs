@@ -187,6 +187,7 @@ impl Placer {
             return;
         };
         let vmas: Vec<Vma> = text.lines().filter_map(parse_numa_maps_line).collect();
+        self.note_policy(pid, &vmas);
         let pages = self.anon_pages(&vmas);
         if let Some(p) = self.procs.get_mut(&pid) {
             p.pages = pages;

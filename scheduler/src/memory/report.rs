@@ -33,6 +33,42 @@ pub struct MemProc {
     pub bound_node: i32,
 }
 
+/// Pages move_pages(2) did not move, by cause: per-page status or the
+/// whole call's error (EACCES: a target outside the task's cpuset, or a
+/// page mapped by several processes; ENOMEM: no room on the target node;
+/// EBUSY: a page busy or pinned; other: the rest, and pages the call
+/// reported as not migrated).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fails {
+    pub eacces: u64,
+    pub enomem: u64,
+    pub ebusy: u64,
+    pub other: u64,
+}
+
+impl Fails {
+    pub fn total(&self) -> u64 {
+        self.eacces + self.enomem + self.ebusy + self.other
+    }
+
+    /// Count `pages` refused with `errno` (positive).
+    pub fn add(&mut self, errno: i32, pages: u64) {
+        match errno {
+            libc::EACCES => self.eacces += pages,
+            libc::ENOMEM => self.enomem += pages,
+            libc::EBUSY => self.ebusy += pages,
+            _ => self.other += pages,
+        }
+    }
+
+    pub fn plus(&mut self, o: &Fails) {
+        self.eacces += o.eacces;
+        self.enomem += o.enomem;
+        self.ebusy += o.ebusy;
+        self.other += o.other;
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct MemStats {
     pub scans: u64,
@@ -43,5 +79,17 @@ pub struct MemStats {
     pub budget_waits: u64,
     pub affinity_binds: u64,
     pub affinity_unbinds: u64,
+    /// pages refused per cause (move_failed is their sum)
+    pub fail: Fails,
+    /// mappings passed over while they back off after a failure
+    pub backoffs: u64,
+    /// processes left alone, once each, per cause (scope.rs)
+    pub skip_rule: u64,
+    pub skip_mlock: u64,
+    pub skip_cpuset: u64,
+    /// processes with mappings under an explicit memory policy
+    pub skip_mempolicy: u64,
+    /// pids seen again with another start time
+    pub pid_reused: u64,
     pub procs: BTreeMap<u32, MemProc>,
 }

@@ -15,9 +15,16 @@
 //!   largest, an active one leaves below 27%; the home node is always
 //!   active. A process with one active node is "single-node".
 //!
-//! Reading: the procfs crate parses statm, stat and schedstat; the walk over
-//! /proc and /proc/<pid>/task is ours (mod.rs, ids()), one file open per
-//! read as before.
+//! Who: a process is its pid and start time; a pid seen with another start
+//! time is a new process, and what was kept about the old one is dropped
+//! first. Then scope.rs decides whether the agent may touch it (the
+//! administrator's lists, then /proc/PID/status: locked memory, cpuset
+//! nodes); a process left alone is dropped from the agent's state (an
+//! affinity it had set given back) and counted once.
+//!
+//! Reading: the procfs crate parses statm, stat, schedstat and status; the
+//! walk over /proc and /proc/<pid>/task is ours (mod.rs, ids()), one file
+//! open per read as before.
 //!
 //! Knob: `--memory-interval-ms` (the sampling period; a thread busy for more
 //! than a tenth of it counts as busy for home nodes and node binding).
@@ -26,10 +33,11 @@
 
 use std::collections::HashMap;
 
-use procfs::process::{Schedstat, Stat, StatM};
+use procfs::process::{Schedstat, Stat, StatM, Status};
 use procfs::FromRead;
 
-use super::{ids, Placer, Proc};
+use super::scope::{self, Skip};
+use super::{ids, read, Placer, Proc};
 
 /// Processes with less anonymous memory than this are left alone.
 pub const MIN_RSS_MB: u64 = 16;
@@ -87,8 +95,52 @@ impl Placer {
         }
         let scan = self.scan;
         self.procs.retain(|_, p| p.seen == scan);
+        self.skipped.retain(|_, s| s.2 == scan);
         let procs = &self.procs;
         self.cursor.retain(|(pid, _), _| procs.contains_key(pid));
+        self.backoff.retain(|(pid, start)| procs.get(&pid).is_some_and(|p| p.start == start));
+    }
+
+    /// Stop tracking `pid`, giving back the affinity set on it if it is
+    /// still the process it was set on.
+    fn drop_proc(&mut self, pid: u32, start: u64) {
+        if self.procs.get(&pid).is_some_and(|p| p.start == start && p.bound.is_some()) {
+            self.set_node(pid, None);
+        }
+        self.forget(pid);
+    }
+
+    /// May the agent touch `pid`, named `comm` (scope.rs)? Ok(the nodes of
+    /// its cpuset) or Err(why not); None if it is gone.
+    fn scope_of(&self, pid: u32, comm: &str) -> Option<Result<Vec<bool>, Skip>> {
+        let cgroup = if self.o.scope.needs_cgroup() { read(&format!("/proc/{pid}/cgroup")) } else { None };
+        if !self.o.scope.allows(comm, cgroup.as_deref().and_then(scope::cgroup_v2_path)) {
+            return Some(Err(Skip::Rule));
+        }
+        let st = Status::from_file(format!("/proc/{pid}/status")).ok()?;
+        let mems = scope::mems_mask(st.mems_allowed_list.as_deref(), self.o.nr_nodes.max(1));
+        Some(match scope::status_skip(&mems, st.vmlck.unwrap_or(0)) {
+            Some(why) => Err(why),
+            None => Ok(mems),
+        })
+    }
+
+    /// Count a process left alone, once per process and cause.
+    fn note_skip(&mut self, pid: u32, start: u64, comm: &str, why: Skip) {
+        let scan = self.scan;
+        let new = self.skipped.get(&pid).is_none_or(|&(s, w, _)| (s, w) != (start, why));
+        self.skipped.insert(pid, (start, why, scan));
+        if !new {
+            return;
+        }
+        log::debug!("memory: leaving {pid} ({comm}) alone: {}", why.name());
+        if let Ok(mut s) = self.stats.lock() {
+            match why {
+                Skip::Rule => s.skip_rule += 1,
+                Skip::Mlock => s.skip_mlock += 1,
+                Skip::Cpuset => s.skip_cpuset += 1,
+            }
+        }
     }
 
     /// One process. Any read that fails (ESRCH, ENOENT: it or the thread
@@ -100,17 +152,43 @@ impl Placer {
         // instead of two.
         let Ok(statm) = StatM::from_file(format!("/proc/{pid}/statm")) else { return };
         if statm.resident.saturating_sub(statm.shared) * self.page < MIN_RSS_MB << 20 {
-            self.procs.remove(&pid);
+            if let Some(start) = self.procs.get(&pid).map(|p| p.start) {
+                if scope::start_time(pid) == Some(start) {
+                    self.drop_proc(pid, start);
+                } else {
+                    self.forget(pid);
+                }
+            }
             return;
         }
-        let Ok(stat) = Stat::from_file(format!("/proc/{pid}/stat")) else { return };
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/stat")) else { return };
+        let Ok(stat) = Stat::from_read(&raw[..]) else { return };
         if stat.flags & PF_KTHREAD != 0 {
             return;
         }
+        let start = stat.starttime;
+        // a pid seen before with another start time: another process
+        if self.procs.get(&pid).is_some_and(|p| p.start != start) {
+            self.forget(pid);
+            self.stats.lock().map(|mut s| s.pid_reused += 1).ok();
+        }
+        let comm = crate::comm::escape(crate::comm::from_stat(&raw).unwrap_or_default());
+        let mems = match self.scope_of(pid, &comm) {
+            None => return,
+            Some(Ok(mems)) => mems,
+            Some(Err(why)) => {
+                self.note_skip(pid, start, &comm, why);
+                self.drop_proc(pid, start);
+                return;
+            }
+        };
         let nn = self.o.nr_nodes.max(1);
         let scan = self.scan;
         let p = self.procs.entry(pid).or_insert_with(|| Proc {
-            comm: stat.comm,
+            start,
+            comm,
+            mems: mems.clone(),
+            policy_noted: false,
             thread_rt: HashMap::new(),
             node_rt: vec![0.0; nn],
             total_rt: 0,
@@ -128,6 +206,7 @@ impl Placer {
             quiet_key: (None, vec![]),
         });
         p.seen = scan;
+        p.mems = mems;
         for x in p.node_rt.iter_mut() {
             *x *= RT_DECAY;
         }
