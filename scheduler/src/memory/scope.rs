@@ -39,8 +39,8 @@
 //! with every failure up to BACKOFF_MAX_SCANS, and forgotten once it moves
 //! cleanly (memory_backoffs counts the mappings passed over).
 //!
-//! Status is read with procfs's parser (decisions.md, "procfs for
-//! /proc/PID/status").
+//! Status is read by hand (parse_status(): decisions.md, "/proc/PID/status
+//! by hand").
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -133,6 +133,30 @@ impl Skip {
 /// The cgroup v2 path in the text of /proc/PID/cgroup (its `0::` line).
 pub fn cgroup_v2_path(text: &str) -> Option<&str> {
     text.lines().find_map(|l| l.strip_prefix("0::")).map(str::trim_end)
+}
+
+/// What the rules need of /proc/PID/status: the ranges of
+/// Mems_allowed_list (None if it is not shown) and VmLck in kB (0 if not
+/// shown). By hand: procfs's Status parses every line into a map, three
+/// times the CPU time per read (decisions.md).
+pub fn parse_status(text: &str) -> (Option<Vec<(u32, u32)>>, u64) {
+    let (mut mems, mut lck) = (None, 0);
+    for l in text.lines() {
+        if let Some(v) = l.strip_prefix("VmLck:") {
+            lck = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+        } else if let Some(v) = l.strip_prefix("Mems_allowed_list:") {
+            mems = Some(
+                v.trim()
+                    .split(',')
+                    .filter_map(|r| {
+                        let (a, b) = r.split_once('-').unwrap_or((r, r));
+                        Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+                    })
+                    .collect(),
+            );
+        }
+    }
+    (mems, lck)
 }
 
 /// The nodes of a Mems_allowed_list (ranges), as a mask over the machine's
@@ -296,6 +320,22 @@ mod tests {
         // hybrid hierarchy: the v2 line among v1 ones
         assert_eq!(cgroup_v2_path("12:cpuset:/\n0::/user.slice\n"), Some("/user.slice"));
         assert_eq!(cgroup_v2_path("4:memory:/docker/abc\n"), None);
+    }
+
+    #[test]
+    fn status_fields() {
+        let t = "Name:\tmemlocal\nVmPeak:\t  1000 kB\nVmLck:\t       8 kB\nCpus_allowed_list:\t0-3\n\
+                 Mems_allowed:\t00000000,00000002\nMems_allowed_list:\t1\nvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(parse_status(t), (Some(vec![(1, 1)]), 8));
+        let t = "VmLck:\t       0 kB\nMems_allowed_list:\t0-1,3,5-6\n";
+        assert_eq!(parse_status(t), (Some(vec![(0, 1), (3, 3), (5, 6)]), 0));
+        // a kernel thread shows no VmLck; a kernel without cpusets no list
+        assert_eq!(parse_status("Name:\tkthreadd\n"), (None, 0));
+        // the real file of this process
+        let (mems, lck) = parse_status(&std::fs::read_to_string("/proc/self/status").unwrap());
+        assert!(mems.is_some_and(|m| !m.is_empty()));
+        let st = procfs::process::Process::myself().unwrap().status().unwrap();
+        assert_eq!(lck, st.vmlck.unwrap_or(0));
     }
 
     #[test]
