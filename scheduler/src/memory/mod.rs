@@ -218,6 +218,32 @@ pub(crate) struct Proc {
     quiet_key: (Option<usize>, Vec<bool>),
 }
 
+impl Proc {
+    fn new(start: u64, comm: String, mems: Vec<bool>, nr_nodes: usize) -> Proc {
+        Proc {
+            start,
+            comm,
+            mems,
+            policy_noted: false,
+            thread_rt: HashMap::new(),
+            node_rt: vec![0.0; nr_nodes],
+            total_rt: 0,
+            recent: 0,
+            home: None,
+            active: vec![false; nr_nodes],
+            seen: 0,
+            migrated: 0,
+            busy: 0,
+            pages: vec![],
+            bound: None,
+            maps_scan: 0,
+            dirty: false,
+            quiet_until: 0,
+            quiet_key: (None, vec![]),
+        }
+    }
+}
+
 pub(crate) struct Placer {
     o: MemOpts,
     stats: Arc<Mutex<MemStats>>,
@@ -283,6 +309,19 @@ impl Placer {
     /// The identity of a process the agent holds state for.
     pub(crate) fn ident(&self, pid: u32) -> Option<Ident> {
         self.procs.get(&pid).map(|p| (pid, p.start))
+    }
+
+    /// `pid` seen now with start time `start`: if the agent knew the pid
+    /// with another start time, that process is gone and this is another
+    /// one: forget the old (its affinity bookkeeping included: the mask was
+    /// set on a process that no longer exists). True if it did.
+    pub(crate) fn renew(&mut self, pid: u32, start: u64) -> bool {
+        if !self.procs.get(&pid).is_some_and(|p| p.start != start) {
+            return false;
+        }
+        self.forget(pid);
+        self.stats.lock().map(|mut s| s.pid_reused += 1).ok();
+        true
     }
 
     /// Drop everything kept about `pid` (it exited, is left alone now, or
@@ -495,6 +534,43 @@ mod tests {
         let start = Instant::now();
         drop(t);
         assert!(start.elapsed() < std::time::Duration::from_secs(5), "{:?}", start.elapsed());
+    }
+
+    /// A pid that comes back with another start time is another process:
+    /// nothing the agent kept about the old one survives, and a later start
+    /// time of the same pid is not confused with it.
+    #[test]
+    fn a_reused_pid_is_a_new_process() {
+        let homes = Arc::new(Mutex::new(Homes::default()));
+        let stats = Arc::new(Mutex::new(MemStats::default()));
+        let mut pl = Placer::new(opts(2, Scope::default()), stats.clone(), homes.clone());
+        let (pid, old, new) = (4_000_000, 100, 200);
+        let mut p = Proc::new(old, "db".into(), vec![true, true], 2);
+        p.bound = Some(1);
+        pl.procs.insert(pid, p);
+        pl.procs.insert(7, Proc::new(5, "other".into(), vec![true, true], 2));
+        pl.cursor.insert((pid, 0x1000), 0x2000);
+        pl.cursor.insert((7, 0x1000), 0x2000);
+        pl.backoff.failed((pid, old), 0x1000, 1);
+        pl.home_plan.insert(pid, 1);
+        homes.lock().unwrap().map.insert(pid, 1);
+        // the same process: nothing happens
+        assert!(!pl.renew(pid, old));
+        assert!(pl.procs.contains_key(&pid) && pl.cursor.len() == 2);
+        // another process under the same pid: the old one's state is gone
+        assert!(pl.renew(pid, new));
+        assert!(!pl.procs.contains_key(&pid));
+        assert_eq!(pl.cursor.keys().copied().collect::<Vec<_>>(), vec![(7, 0x1000)]);
+        assert!(pl.backoff.due((pid, old), 0x1000, 2) && pl.backoff.len() == 0);
+        assert!(!pl.home_plan.contains_key(&pid));
+        let h = homes.lock().unwrap();
+        assert!(!h.map.contains_key(&pid) && h.gen == 1);
+        assert_eq!(stats.lock().unwrap().pid_reused, 1);
+        // the other process is untouched
+        assert!(pl.procs.contains_key(&7));
+        drop(h);
+        // its affinity bookkeeping went with it: Drop has nothing to give back
+        pl.procs.clear();
     }
 
     /// A machine with one node: no thread, nothing touched.

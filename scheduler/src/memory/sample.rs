@@ -168,11 +168,7 @@ impl Placer {
             return;
         }
         let start = stat.starttime;
-        // a pid seen before with another start time: another process
-        if self.procs.get(&pid).is_some_and(|p| p.start != start) {
-            self.forget(pid);
-            self.stats.lock().map(|mut s| s.pid_reused += 1).ok();
-        }
+        self.renew(pid, start);
         let comm = crate::comm::escape(crate::comm::from_stat(&raw).unwrap_or_default());
         let mems = match self.scope_of(pid, &comm) {
             None => return,
@@ -185,27 +181,7 @@ impl Placer {
         };
         let nn = self.o.nr_nodes.max(1);
         let scan = self.scan;
-        let p = self.procs.entry(pid).or_insert_with(|| Proc {
-            start,
-            comm,
-            mems: mems.clone(),
-            policy_noted: false,
-            thread_rt: HashMap::new(),
-            node_rt: vec![0.0; nn],
-            total_rt: 0,
-            recent: 0,
-            home: None,
-            active: vec![false; nn],
-            seen: 0,
-            migrated: 0,
-            busy: 0,
-            pages: vec![],
-            bound: None,
-            maps_scan: 0,
-            dirty: false,
-            quiet_until: 0,
-            quiet_key: (None, vec![]),
-        });
+        let p = self.procs.entry(pid).or_insert_with(|| Proc::new(start, comm, mems.clone(), nn));
         p.seen = scan;
         p.mems = mems;
         for x in p.node_rt.iter_mut() {
