@@ -316,7 +316,7 @@ impl Placer {
     /// one: forget the old (its affinity bookkeeping included: the mask was
     /// set on a process that no longer exists). True if it did.
     pub(crate) fn renew(&mut self, pid: u32, start: u64) -> bool {
-        if !self.procs.get(&pid).is_some_and(|p| p.start != start) {
+        if self.procs.get(&pid).is_none_or(|p| p.start == start) {
             return false;
         }
         self.forget(pid);
