@@ -159,6 +159,9 @@ impl MemoryThread {
             log::info!("memory placement: one NUMA node, nothing to place; not started");
             return None;
         }
+        if let Some(d) = opts.scope.describe() {
+            log::info!("memory placement: {d}");
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(MemStats::default()));
         let homes = Arc::new(Mutex::new(Homes::default()));

@@ -81,6 +81,15 @@ impl FromStr for Rule {
     }
 }
 
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Rule::Comm(n) => write!(f, "comm:{n}"),
+            Rule::Cgroup(p) => write!(f, "cgroup:{}", crate::comm::printable(p)),
+        }
+    }
+}
+
 impl Rule {
     pub fn matches(&self, comm: &str, cgroup: Option<&str>) -> bool {
         match self {
@@ -100,6 +109,21 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// The lists in words (for the start-up log), None if there are none.
+    pub fn describe(&self) -> Option<String> {
+        let list = |v: &[Rule]| v.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        match (self.include.is_empty(), self.exclude.is_empty()) {
+            (true, true) => None,
+            (false, true) => Some(format!("only processes matching {}", list(&self.include))),
+            (true, false) => Some(format!("never processes matching {}", list(&self.exclude))),
+            (false, false) => Some(format!(
+                "only processes matching {}, never those matching {}",
+                list(&self.include),
+                list(&self.exclude)
+            )),
+        }
+    }
+
     /// Whether the cgroup of a process must be read to decide.
     pub fn needs_cgroup(&self) -> bool {
         self.include.iter().chain(&self.exclude).any(|r| matches!(r, Rule::Cgroup(_)))
@@ -300,10 +324,12 @@ mod tests {
     #[test]
     fn include_and_exclude() {
         let all = Scope::default();
+        assert_eq!(all.describe(), None);
         assert!(all.allows("anything", None));
         assert!(!all.needs_cgroup());
         let s = Scope { include: vec![rule("cgroup:/work")], exclude: vec![rule("comm:backup")] };
         assert!(s.needs_cgroup());
+        assert_eq!(s.describe().unwrap(), "only processes matching cgroup:/work, never those matching comm:backup");
         assert!(s.allows("db", Some("/work/db")));
         assert!(!s.allows("db", Some("/user.slice")));
         // exclude wins over include
