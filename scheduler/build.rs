@@ -32,6 +32,7 @@ const UNITS: &[&str] = &[
     "src/bpf/home.bpf.c",
     "src/bpf/cache.bpf.c",
     "src/bpf/heartbeat.bpf.c",
+    "src/bpf/memory.bpf.c",
 ];
 
 fn main() {

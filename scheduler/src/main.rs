@@ -72,7 +72,7 @@ mod topology;
 use anyhow::{bail, Context, Result};
 use bpf_skel::*;
 use libbpf_rs::skel::Skel;
-use libbpf_rs::{MapCore, MapFlags, ProgramType};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, ProgramType};
 use log::{debug, info, warn};
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_read, uei_report};
 use std::collections::BTreeMap;
@@ -226,6 +226,9 @@ impl<'a> Scheduler<'a> {
         )?;
 
         let written = rodata::write(&mut skel, opts, topo)?;
+        // memory.bpf.c's fault counter serves memory placement only
+        let count_faults = opts.memory_mode() == MemoryMode::Spread && topo.nr_nodes > 1;
+        skel.progs.memory_fault.set_autoload(count_faults);
 
         let mut skel = scx_ops_load!(skel, locality_ops, uei)?;
 
@@ -278,6 +281,17 @@ impl<'a> Scheduler<'a> {
         info!("topology: {}", topo.describe());
 
         // Memory placement runs on its own thread (never in this loop).
+        let memory_faults = if count_faults {
+            match (MapHandle::try_from(&skel.maps.mem_watch), MapHandle::try_from(&skel.maps.mem_faults)) {
+                (Ok(watch), Ok(faults)) => Some(memory::evidence::Maps { watch, faults }),
+                (Err(e), _) | (_, Err(e)) => {
+                    warn!("memory: no fault counters ({e}); every chunk of a process spanning nodes counts as shared");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let memory = memory::MemoryThread::start(memory::MemOpts {
             mode: opts.memory_mode(),
             budget_mbps: opts.memory_budget_mbps,
@@ -294,6 +308,7 @@ impl<'a> Scheduler<'a> {
                 include: opts.memory_include.clone(),
                 exclude: opts.memory_exclude.clone(),
             },
+            faults: memory_faults,
         });
         if opts.memory_mode() != MemoryMode::Off && topo.nr_nodes > 1 && memory.is_none() {
             warn!("memory placement thread could not start; going on without it");

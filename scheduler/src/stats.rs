@@ -556,7 +556,7 @@ impl Metrics {
         for p in &self.memory_procs {
             writeln!(
                 w,
-                "    mem  {:>7} {:<16} home={} active={:?} rss={:.1}MB locality={:.1}% pages_node={:?} migrated={}",
+                "    mem  {:>7} {:<16} home={} active={:?} rss={:.1}MB locality={:.1}% pages_node={:?} migrated={}{}",
                 p.tgid,
                 crate::comm::printable(&p.comm),
                 p.home,
@@ -564,7 +564,12 @@ impl Metrics {
                 p.rss_mb,
                 p.locality * 100.0,
                 p.pages_node,
-                p.pages_migrated
+                p.pages_migrated,
+                if p.private_chunks + p.shared_chunks > 0 {
+                    format!(" chunks private={} shared={}", p.private_chunks, p.shared_chunks)
+                } else {
+                    String::new()
+                }
             )?;
         }
         if !self.bpf_prog.is_empty() {

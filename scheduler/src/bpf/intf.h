@@ -2,9 +2,9 @@
 /*
  * intf.h - what the BPF side and the Rust agent must agree on.
  *
- * Only plain enums live here: the header is compiled both by clang for
- * the BPF object and by bindgen for the Rust side, and neither needs the
- * other's type vocabulary. Arrays sized by these constants are declared in
+ * Only plain enums and plain structs of fixed-size integers live here:
+ * the header is compiled both by clang for the BPF object and by bindgen
+ * for the Rust side, and neither needs the other's type vocabulary. Arrays sized by these constants are declared in
  * main.bpf.c (rodata filled by the agent before load) so that their
  * layout comes from one place, the skeleton.
  *
@@ -62,6 +62,18 @@ enum locality_consts {
 	DFL_CACHE_OVERAGGR_PCT = 50,
 	DFL_CACHE_IMB_PCT = 20,
 	CACHE_LLC_IMB_PCT = 117,	/* the kernel's imbalance_pct of an LLC domain */
+
+	/* memory placement's fault evidence (memory.bpf.c, memory/evidence.rs) */
+	MEM_CHUNK_SHIFT	= 21,		/* 2 MB chunks of address space */
+	MEM_WATCH_MAX	= 1024,		/* processes watched at once */
+	MEM_FAULTS_MAX	= 65536,	/* (process, chunk, node) counts between two drains */
+};
+
+/* mem_faults key: user page faults of process tgid in one chunk, from CPUs of node */
+struct mem_fault_key {
+	unsigned int tgid;
+	unsigned int node;
+	unsigned long long chunk;	/* address >> MEM_CHUNK_SHIFT */
 };
 
 /* --numa-balance: who decides whether a task may change node */

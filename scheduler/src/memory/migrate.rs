@@ -223,7 +223,7 @@ pub fn failures(status: &[i32], call: Result<i64, i32>) -> Fails {
 
 /// move_pages(2); Err(errno) on failure. (libc::syscall: nix and rustix
 /// do not wrap it, glibc leaves it to libnuma.)
-fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status: &mut [i32]) -> Result<i64, i32> {
+pub(super) fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status: &mut [i32]) -> Result<i64, i32> {
     let ptrs: Vec<*mut libc::c_void> = addrs.iter().map(|&a| a as *mut libc::c_void).collect();
     let r = unsafe {
         libc::syscall(
@@ -254,7 +254,6 @@ impl Placer {
         start: u64,
         end: u64,
         target: &Target,
-        active: &[bool],
         stop: &AtomicBool,
         deadline: Instant,
     ) -> bool {
@@ -272,7 +271,7 @@ impl Placer {
             return false;
         }
         self.vma_failed = 0;
-        let go_on = self.move_vma_pages(pid, start, end, &target, active, stop, deadline);
+        let go_on = self.move_vma_pages(pid, start, end, &target, stop, deadline);
         if self.vma_failed > 0 {
             self.backoff.failed(id, start, self.scan);
         } else if go_on {
@@ -290,7 +289,6 @@ impl Placer {
         start: u64,
         end: u64,
         target: &Target,
-        active: &[bool],
         stop: &AtomicBool,
         deadline: Instant,
     ) -> bool {
@@ -298,36 +296,53 @@ impl Placer {
         let key = (pid, start);
         // resume where the last pass stopped (a mapping may take several)
         let mut addr = self.cursor.get(&key).copied().filter(|&a| a > start && a < end).unwrap_or(start);
-        let mut status = vec![0i32; CHUNK];
-        let mut todo: Vec<(u64, i32)> = vec![];
         while addr < end {
             if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
                 self.cursor.insert(key, addr);
                 return false;
             }
-            let addrs: Vec<u64> = (0..CHUNK as u64).map(|i| addr + i * page).take_while(|&a| a < end).collect();
-            if let Target::Node(n) = target {
-                // One target for all, in 2 MB regions: first one address per
-                // region (a transparent huge page moves whole), then every
-                // page of the regions whose last page is still elsewhere
-                // (small pages); the kernel skips pages already there and
-                // pages not present.
-                let n = *n as i32;
-                let mut regions = vec![];
-                let mut a = addr;
-                let max_regions = ((self.budget.bytes_per_s / 4 / HUGE) as usize).clamp(1, REGIONS);
-                while a < end && regions.len() < max_regions {
-                    let re = ((a / HUGE + 1) * HUGE).min(end);
-                    regions.push((a, re));
-                    a = re;
+            // In 2 MB regions (every decision is per region: a whole target,
+            // or per chunk): first the head page of each region (a
+            // transparent huge page moves whole), then every page of the
+            // regions whose last page is still elsewhere (small pages); the
+            // kernel skips pages already there and pages not present.
+            let mut regions = vec![];
+            let mut a = addr;
+            let max_regions = ((self.budget.bytes_per_s / 4 / HUGE) as usize).clamp(1, REGIONS);
+            while a < end && regions.len() < max_regions {
+                let re = ((a / HUGE + 1) * HUGE).min(end);
+                regions.push((a, re));
+                a = re;
+            }
+            let heads: Vec<(u64, i32)> = match target {
+                Target::Keep => vec![],
+                Target::Node(n) => regions.iter().map(|&(rs, _)| (rs, *n as i32)).collect(),
+                Target::Mixed(_) => {
+                    // where each region is now decides where it goes
+                    let first: Vec<u64> = regions.iter().map(|&(rs, _)| rs).collect();
+                    let mut st = vec![0i32; first.len()];
+                    match move_pages(pid, &first, None, &mut st) {
+                        Ok(_) => {}
+                        Err(libc::ESRCH) => {
+                            self.procs.remove(&pid);
+                            return false;
+                        }
+                        Err(_) => return true,
+                    }
+                    first
+                        .iter()
+                        .zip(&st)
+                        .filter_map(|(&rs, &s)| Some((rs, target.want(rs, usize::try_from(s).ok()?)? as i32)))
+                        .collect()
                 }
-                let heads: Vec<(u64, i32)> = regions.iter().map(|&(rs, _)| (rs, n)).collect();
-                if !self.move_batch(pid, &heads, stop, deadline) {
-                    self.cursor.insert(key, addr);
-                    return false;
-                }
-                let lasts: Vec<u64> = regions.iter().map(|&(_, re)| re - page).collect();
-                let mut st = vec![0i32; lasts.len()];
+            };
+            if !heads.is_empty() && !self.move_batch(pid, &heads, stop, deadline) {
+                self.cursor.insert(key, addr);
+                return false;
+            }
+            let lasts: Vec<u64> = heads.iter().map(|&(rs, _)| ((rs / HUGE + 1) * HUGE).min(end) - page).collect();
+            let mut st = vec![0i32; lasts.len()];
+            if !lasts.is_empty() {
                 match move_pages(pid, &lasts, None, &mut st) {
                     Ok(_) => {}
                     Err(libc::ESRCH) => {
@@ -336,50 +351,24 @@ impl Placer {
                     }
                     Err(_) => return true,
                 }
-                for (&(rs, re), &s) in regions.iter().zip(&st) {
-                    if s == n {
-                        continue;
-                    }
-                    let mut p = rs + page;
-                    while p < re {
-                        let batch: Vec<(u64, i32)> =
-                            (0..CHUNK as u64).map(|i| p + i * page).take_while(|&x| x < re).map(|x| (x, n)).collect();
-                        p += batch.len() as u64 * page;
-                        if !self.move_batch(pid, &batch, stop, deadline) {
-                            self.cursor.insert(key, addr);
-                            return false;
-                        }
-                    }
-                }
-                addr = a;
-                continue;
             }
-            let st = &mut status[..addrs.len()];
-            match move_pages(pid, &addrs, None, st) {
-                Ok(_) => {}
-                Err(libc::ESRCH) => {
-                    self.procs.remove(&pid);
-                    return false;
-                }
-                Err(_) => return true, // e.g. EFAULT: the mapping changed; next scan
-            }
-            for (a, &s) in addrs.iter().zip(st.iter()) {
-                if s < 0 {
+            for (&(rs, n), &s) in heads.iter().zip(&st) {
+                let re = ((rs / HUGE + 1) * HUGE).min(end);
+                if s == n {
                     continue;
                 }
-                if let Some(n) = target.want((a - start) / page, s as usize, active) {
-                    todo.push((*a, n as i32));
+                let mut p = rs + page;
+                while p < re {
+                    let batch: Vec<(u64, i32)> =
+                        (0..CHUNK as u64).map(|i| p + i * page).take_while(|&x| x < re).map(|x| (x, n)).collect();
+                    p += batch.len() as u64 * page;
+                    if !self.move_batch(pid, &batch, stop, deadline) {
+                        self.cursor.insert(key, addr);
+                        return false;
+                    }
                 }
             }
-            addr += addrs.len() as u64 * page;
-            while todo.len() >= CHUNK || (addr >= end && !todo.is_empty()) {
-                let n = todo.len().min(CHUNK);
-                let batch: Vec<(u64, i32)> = todo.drain(..n).collect();
-                if !self.move_batch(pid, &batch, stop, deadline) {
-                    self.cursor.insert(key, addr);
-                    return false;
-                }
-            }
+            addr = a;
         }
         self.cursor.remove(&key);
         true

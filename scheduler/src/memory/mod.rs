@@ -20,6 +20,8 @@
 //!   nodes (/proc);
 //! - affinity.rs: node binding (`--memory-node-affinity`);
 //! - ../home.rs: home nodes for the BPF side (`--no-home-node`);
+//! - evidence.rs: which nodes write each chunk of a process that spans
+//!   nodes (write faults counted by memory.bpf.c): private or shared;
 //! - plan.rs: which pages of which mapping go where (`--memory` mode);
 //! - migrate.rs: move_pages(2) within the budget (`--memory-budget-mbps`);
 //! - this file: the thread, the pass, and publishing what it saw into
@@ -67,6 +69,7 @@ use std::time::{Duration, Instant};
 use crate::home::Homes;
 
 pub(crate) mod affinity;
+pub mod evidence;
 mod migrate;
 mod plan;
 pub mod report;
@@ -139,6 +142,8 @@ pub struct MemOpts {
     pub home_nodes: bool,
     /// the processes it may touch (--memory-include, --memory-exclude)
     pub scope: Scope,
+    /// the fault counters of memory.bpf.c (None: every chunk counts as shared)
+    pub faults: Option<evidence::Maps>,
 }
 
 pub struct MemoryThread {
@@ -270,6 +275,8 @@ pub(crate) struct Placer {
     backoff: Backoff,
     /// pages that failed in the mapping being moved
     vma_failed: u64,
+    /// write-fault evidence of the processes that span nodes
+    evidence: HashMap<u32, evidence::Evidence>,
 }
 
 fn read(path: &str) -> Option<String> {
@@ -306,6 +313,7 @@ impl Placer {
             skipped: HashMap::new(),
             backoff: Backoff::default(),
             vma_failed: 0,
+            evidence: HashMap::new(),
         }
     }
 
@@ -329,10 +337,15 @@ impl Placer {
 
     /// Drop everything kept about `pid` (it exited, is left alone now, or
     /// the pid belongs to another process): its samples, cursors,
-    /// back-offs and home node. The caller gives back an affinity first if
+    /// back-offs, fault evidence and home node. The caller gives back an affinity first if
     /// the process is still the one it was set on.
     pub(crate) fn forget(&mut self, pid: u32) {
         self.procs.remove(&pid);
+        if self.evidence.remove(&pid).is_some() {
+            if let Some(m) = &self.o.faults {
+                m.watch(pid, false);
+            }
+        }
         self.cursor.retain(|(p, _), _| *p != pid);
         let procs = &self.procs;
         self.backoff.retain(|(p, s)| procs.get(&p).is_some_and(|x| x.start == s));
@@ -383,6 +396,7 @@ impl Placer {
             if self.o.home_nodes {
                 self.plan_homes();
             }
+            self.watch_spanning();
             let sampled = start.elapsed();
             let deadline = start + intv;
             let before = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
@@ -409,7 +423,64 @@ impl Placer {
                 std::thread::park_timeout(deadline - now);
             }
         }
+        if let Some(m) = &self.o.faults {
+            for &pid in self.evidence.keys() {
+                m.watch(pid, false);
+            }
+        }
         // every affinity set is given back by Drop
+    }
+
+    /// Gather the write faults counted since the last pass, then watch and
+    /// (re-)arm the processes that span nodes under `--memory=spread`
+    /// (evidence.rs); forget the others.
+    fn watch_spanning(&mut self) {
+        let nn = self.o.nr_nodes.max(1);
+        if let Some(m) = &self.o.faults {
+            let counts = m.drain();
+            log::debug!(
+                "memory: {} fault counts, {} faults, {} processes watched",
+                counts.len(),
+                counts.iter().map(|c| c.3).sum::<u64>(),
+                self.evidence.len()
+            );
+            for (pid, chunk, node, n) in counts {
+                if let Some(e) = self.evidence.get_mut(&pid) {
+                    e.add(chunk, node, n, nn);
+                }
+            }
+        }
+        let spread = self.o.mode == MemoryMode::Spread;
+        let spanning: Vec<(u32, Vec<bool>)> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| spread && p.active.iter().filter(|&&a| a).count() > 1)
+            .map(|(&pid, p)| (pid, p.active.clone()))
+            .collect();
+        let keep: std::collections::HashSet<u32> = spanning.iter().map(|(pid, _)| *pid).collect();
+        let faults = &self.o.faults;
+        self.evidence.retain(|pid, _| {
+            let k = keep.contains(pid);
+            if !k {
+                if let Some(m) = faults {
+                    m.watch(*pid, false);
+                }
+            }
+            k
+        });
+        let scan = self.scan;
+        for (pid, active) in spanning {
+            let e = self.evidence.entry(pid).or_insert_with(|| {
+                if let Some(m) = faults {
+                    m.watch(pid, true);
+                }
+                evidence::Evidence::default()
+            });
+            if e.arm_due(scan, &active) && evidence::arm(pid).is_err() {
+                // gone, or not ours to arm: no evidence, so no plan
+                e.first_armed = None;
+            }
+        }
     }
 
     /// CPUs whose node is known.
@@ -446,6 +517,7 @@ impl Placer {
                 self.anon_pages(&vmas)
             };
             let loc = locality(&p.node_rt, &pages);
+            let (private_chunks, shared_chunks) = self.evidence.get(&pid).map_or((0, 0), |e| e.counts(&p.active));
             if !reuse {
                 seen_pages.push((pid, pages.clone()));
             }
@@ -462,6 +534,8 @@ impl Placer {
                     pages_migrated: p.migrated,
                     runtime_ms: p.total_rt as f64 / 1e6,
                     bound_node: p.bound.map(|n| n as i32).unwrap_or(-1),
+                    private_chunks,
+                    shared_chunks,
                 },
             );
         }
@@ -520,6 +594,7 @@ mod tests {
             node_affinity: false,
             home_nodes: false,
             scope,
+            faults: None,
         }
     }
 

@@ -6,34 +6,18 @@
 //! processes; hugetlbfs is left alone):
 //! - `local`: every process's pages go to its home node (also for
 //!   multi-node processes: a simple "memory follows the majority" policy).
-//! - `spread` (default): single-node processes as `local`. Multi-node
-//!   processes: each mapping (VMA) is classified as private or shared (see
-//!   below); a private mapping's pages go to the active node holding most
-//!   of it; a shared mapping's pages that sit on an inactive node are
-//!   spread over the active nodes (page index modulo the number of active
-//!   nodes); pages already on an active node stay (no churn). Nothing ever
-//!   moves to an inactive node.
+//! - `spread` (default): single-node processes as `local`. A process whose
+//!   threads run on several nodes (active nodes, sample.rs) is planned per
+//!   2 MB chunk from the evidence of who writes it (evidence.rs): a chunk
+//!   private to a node goes to that node; shared memory (written from
+//!   several nodes, or not written at all) is balanced over the active
+//!   nodes, moving only the surplus of a node above its even share
+//!   (`SharedPlan`). Nothing ever moves to an inactive node. A process is
+//!   planned only once a full pass of evidence has been gathered.
 //! - Hot memory: there is no access sampling; the resident pages of a
 //!   process whose threads ran in the last interval are taken as hot.
 //!   Processes are served in order of recent runtime, so the busiest comes
 //!   first, and the budget bounds the rest.
-//!
-//! Private vs shared (the guess, and where it is weak): the kernel's NUMA
-//! balancing learns it from hinting faults (which thread touched a page
-//! last); without faults for sched_ext tasks we only have where pages are
-//! now. A mapping whose resident pages are at least 80% on one node was
-//! first-touched there, by threads that ran there: it is taken as private to
-//! that node (glibc's per-thread malloc arenas and thread stacks look like
-//! this), and its stragglers join it. A mapping with no dominant node, or
-//! with pages mapped more than once (numa_maps `mapmax>1`, e.g. shared
-//! after fork), is taken as shared. Weak: (1) a thread that moves to
-//! another node for good leaves its private memory behind as long as both
-//! nodes stay active, because the mapping still looks private to the old
-//! node; (2) one big mapping holding both shared data and per-thread parts
-//! (one malloc arena serving several threads, one mmap sliced between
-//! threads as OpenMP programs do) is judged as a whole; (3) a shared table
-//! first-touched by one thread looks private to that thread's node and is
-//! not spread. Single-node processes need no guess: everything goes home.
 //!
 //! numa_maps is parsed here (parse_numa_maps_line): the procfs crate has no
 //! reader for it.
@@ -41,14 +25,14 @@
 //! Knob: `--memory=off|local|spread`. Stats: per process (memory_procs)
 //! pages_node, rss_mb (anonymous pages from numa_maps).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::migrate::vma_ends;
+use super::evidence::{Evidence, SharedPlan, Use, CHUNK_SHIFT};
+use super::migrate::{move_pages, vma_ends};
 use super::{read, MemoryMode, Placer, QUIET_SCANS};
-
-/// A mapping with this share of its pages on one node is private to it.
-pub const PRIVATE_SHARE: f64 = 0.80;
 
 /// One line of /proc/<pid>/numa_maps.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -110,49 +94,82 @@ pub enum Target {
     Keep,
     /// every page to this node
     Node(usize),
-    /// pages on inactive nodes spread over these (page index modulo len)
-    Spread(Vec<usize>),
+    /// a mapping of a process spanning nodes: by chunk
+    Mixed(Box<Mixed>),
+}
+
+/// The plan of one mapping of a process that spans nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mixed {
+    /// chunks (address >> CHUNK_SHIFT) private to a node
+    pub private: HashMap<u64, usize>,
+    /// the process's plan for its shared pages
+    pub shared: Arc<SharedPlan>,
 }
 
 impl Target {
-    /// Desired node of the page at index `idx` now on `cur`, if it should move.
-    pub fn want(&self, idx: u64, cur: usize, active: &[bool]) -> Option<usize> {
+    /// Desired node of the page at `addr` now on `cur`, if it should move.
+    pub fn want(&self, addr: u64, cur: usize) -> Option<usize> {
         match self {
             Target::Keep => None,
             Target::Node(n) => (cur != *n).then_some(*n),
-            Target::Spread(nodes) => {
-                if nodes.is_empty() || active.get(cur).copied().unwrap_or(false) {
-                    None
-                } else {
-                    Some(nodes[(idx % nodes.len() as u64) as usize])
-                }
-            }
+            Target::Mixed(m) => match m.private.get(&(addr >> CHUNK_SHIFT)) {
+                Some(&n) => (cur != n).then_some(n),
+                None => m.shared.want(addr >> CHUNK_SHIFT, cur),
+            },
         }
     }
 }
 
-/// The placement decision for one mapping of a process.
-pub fn plan_vma(mode: MemoryMode, v: &Vma, active: &[bool], home: usize) -> Target {
-    if mode == MemoryMode::Off || !v.default_policy || v.file || v.huge || v.anon == 0 || v.total() == 0 {
-        return Target::Keep;
-    }
-    let on = |n: usize| v.nodes.get(n).copied().unwrap_or(0);
-    let act: Vec<usize> = (0..active.len()).filter(|&n| active[n]).collect();
-    let single = act.len() <= 1;
-    if mode == MemoryMode::Local || single {
-        return if on(home) == v.total() { Target::Keep } else { Target::Node(home) };
-    }
-    // multi-node process, spread mode
-    let (dom, dom_pages) = act.iter().map(|&n| (n, on(n))).max_by_key(|&(_, c)| c).unwrap();
-    if v.mapmax <= 1 && dom_pages as f64 >= PRIVATE_SHARE * v.total() as f64 {
-        return if dom_pages == v.total() { Target::Keep } else { Target::Node(dom) };
-    }
-    let on_inactive: u64 = (0..v.nodes.len()).filter(|&n| !active.get(n).copied().unwrap_or(false)).map(on).sum();
-    if on_inactive == 0 {
+/// Anonymous memory placement may touch: default policy (an explicit one,
+/// numactl -m, mbind(2), set_mempolicy(2), is the application's word), not
+/// a file, not hugetlbfs, resident.
+pub fn movable(v: &Vma) -> bool {
+    v.default_policy && !v.file && !v.huge && v.anon > 0 && v.total() > 0
+}
+
+/// Single-node processes, and every process under `--memory=local`: the
+/// whole mapping to the home node.
+pub fn plan_vma(mode: MemoryMode, v: &Vma, home: usize) -> Target {
+    if mode == MemoryMode::Off || !movable(v) || v.nodes.get(home).copied().unwrap_or(0) == v.total() {
         Target::Keep
     } else {
-        Target::Spread(act)
+        Target::Node(home)
     }
+}
+
+/// The chunks of [start, end).
+fn chunks(start: u64, end: u64) -> std::ops::RangeInclusive<u64> {
+    (start >> CHUNK_SHIFT)..=((end.max(start + 1) - 1) >> CHUNK_SHIFT)
+}
+
+/// A mapping of a process spanning nodes (`--memory=spread`): private
+/// chunks to their node, shared pages by the process's SharedPlan.
+pub fn plan_spanning_vma(v: &Vma, end: u64, ev: &Evidence, active: &[bool], shared: &Arc<SharedPlan>) -> Target {
+    if !movable(v) {
+        return Target::Keep;
+    }
+    let private: HashMap<u64, usize> = chunks(v.start, end)
+        .filter_map(|c| match ev.use_of(c, active) {
+            Use::Private(n) => Some((c, n)),
+            Use::Shared => None,
+        })
+        .collect();
+    let on = |n: usize| v.nodes.get(n).copied().unwrap_or(0);
+    if private.is_empty() {
+        // all shared: only if a node holding some of it gives pages away
+        if (0..v.nodes.len()).all(|n| on(n) == 0 || shared.give.get(n).copied().unwrap_or(1.0) <= 0.0) {
+            return Target::Keep;
+        }
+    } else if private.len() as u64 == chunks(v.start, end).count() as u64 {
+        // all private to one node: the fast path
+        let mut nodes = private.values();
+        let n = *nodes.next().unwrap();
+        if nodes.all(|&m| m == n) {
+            return if on(n) == v.total() { Target::Keep } else { Target::Node(n) };
+        }
+    }
+    Target::Mixed(Box::new(Mixed { private, shared: shared.clone() }))
 }
 
 impl Placer {
@@ -176,6 +193,13 @@ impl Placer {
         let Some(p) = self.procs.get(&pid) else { return };
         let Some(home) = p.home else { return };
         let active = p.active.clone();
+        let spanning = self.o.mode == MemoryMode::Spread && active.iter().filter(|&&a| a).count() > 1;
+        if self.o.mode == MemoryMode::Spread && !spanning && p.busy > self.node_cpus().get(home).copied().unwrap_or(0) {
+            // more busy threads than its home node has CPUs: it spans nodes,
+            // its active nodes are still being learnt; pulling everything
+            // home now would be undone in a few passes
+            return;
+        }
         let key = (p.home, active.clone());
         // numa_maps walks the page tables: do not read it every interval
         // for a process that had nothing to move and has not changed
@@ -194,25 +218,80 @@ impl Placer {
             p.maps_scan = scan;
             p.dirty = false;
         }
-        let work: Vec<(u64, Target)> = vmas
-            .iter()
-            .map(|v| (v.start, plan_vma(self.o.mode, v, &active, home)))
-            .filter(|(_, t)| *t != Target::Keep)
-            .collect();
+        let ends = vma_ends(pid);
+        let work: Vec<(u64, Target)> = if spanning {
+            // planned from a full pass of evidence (evidence.rs), armed by watch_spanning()
+            let Some(ev) = self.evidence.get(&pid).filter(|e| e.ready(scan)) else { return };
+            let Some(census) = self.shared_pages(pid, &vmas, &ends, ev, &active) else { return };
+            let shared = Arc::new(SharedPlan::new(&census, &active));
+            log::debug!(
+                "memory: {pid} spans {:?}: chunks (private, shared) {:?}, shared pages per node {census:?}, give {:?}",
+                (0..active.len()).filter(|&n| active[n]).collect::<Vec<_>>(),
+                ev.counts(&active),
+                shared.give
+            );
+            vmas.iter()
+                .filter_map(|v| Some((v.start, plan_spanning_vma(v, *ends.get(&v.start)?, ev, &active, &shared))))
+                .filter(|(_, t)| *t != Target::Keep)
+                .collect()
+        } else {
+            vmas.iter().map(|v| (v.start, plan_vma(self.o.mode, v, home))).filter(|(_, t)| *t != Target::Keep).collect()
+        };
         if let Some(p) = self.procs.get_mut(&pid) {
             p.quiet_until = if work.is_empty() { scan + QUIET_SCANS } else { 0 };
             p.quiet_key = key;
         }
-        if work.is_empty() {
-            return;
+        if let Some(ev) = self.evidence.get_mut(&pid) {
+            ev.settle(work.is_empty());
         }
-        let ends = vma_ends(pid);
         for (start, target) in &work {
             let Some(&end) = ends.get(start) else { continue };
-            if !self.move_vma(pid, *start, end, target, &active, stop, deadline) {
+            if !self.move_vma(pid, *start, end, target, stop, deadline) {
                 return;
             }
         }
+    }
+
+    /// Shared (not private) anonymous pages per node of a process spanning
+    /// nodes: numa_maps' counts for a mapping with no private chunk, a
+    /// query of the shared chunks' pages for a mapping with some. None if
+    /// the process is gone.
+    fn shared_pages(
+        &self,
+        pid: u32,
+        vmas: &[Vma],
+        ends: &HashMap<u64, u64>,
+        ev: &Evidence,
+        active: &[bool],
+    ) -> Option<Vec<u64>> {
+        let mut out = vec![0u64; self.o.nr_nodes.max(1)];
+        for v in vmas.iter().filter(|v| movable(v)) {
+            let Some(&end) = ends.get(&v.start) else { continue };
+            let shared: Vec<u64> =
+                chunks(v.start, end).filter(|&c| ev.use_of(c, active) == Use::Shared).collect();
+            if shared.len() as u64 == chunks(v.start, end).count() as u64 {
+                for (n, o) in self.anon_pages(std::slice::from_ref(v)).iter().zip(out.iter_mut()) {
+                    *o += n;
+                }
+                continue;
+            }
+            for c in shared {
+                let (cs, ce) = ((c << CHUNK_SHIFT).max(v.start), ((c + 1) << CHUNK_SHIFT).min(end));
+                let addrs: Vec<u64> = (cs..ce).step_by(self.page as usize).collect();
+                let mut st = vec![0i32; addrs.len()];
+                match move_pages(pid, &addrs, None, &mut st) {
+                    Ok(_) => {}
+                    Err(libc::ESRCH) => return None,
+                    Err(_) => continue,
+                }
+                for s in st {
+                    if let Some(o) = usize::try_from(s).ok().and_then(|n| out.get_mut(n)) {
+                        *o += 1;
+                    }
+                }
+            }
+        }
+        Some(out)
     }
 
     /// Anonymous resident pages per node (in base pages) of these mappings.
@@ -286,52 +365,76 @@ mod tests {
 
     #[test]
     fn plans() {
-        let one = [true, false];
-        let both = [true, true];
-        // single-node process: everything home
-        assert_eq!(plan_vma(MemoryMode::Spread, &vma(10, &[2, 8]), &one, 0), Target::Node(0));
-        assert_eq!(plan_vma(MemoryMode::Spread, &vma(10, &[10, 0]), &one, 0), Target::Keep);
+        // single-node process or --memory=local: everything home
+        assert_eq!(plan_vma(MemoryMode::Spread, &vma(10, &[2, 8]), 0), Target::Node(0));
+        assert_eq!(plan_vma(MemoryMode::Spread, &vma(10, &[10, 0]), 0), Target::Keep);
+        assert_eq!(plan_vma(MemoryMode::Local, &vma(10, &[2, 8]), 0), Target::Node(0));
         // off, files, huge, no anon: keep
-        assert_eq!(plan_vma(MemoryMode::Off, &vma(10, &[2, 8]), &one, 0), Target::Keep);
+        assert_eq!(plan_vma(MemoryMode::Off, &vma(10, &[2, 8]), 0), Target::Keep);
         let mut f = vma(10, &[2, 8]);
         f.file = true;
-        assert_eq!(plan_vma(MemoryMode::Local, &f, &one, 0), Target::Keep);
-        assert_eq!(plan_vma(MemoryMode::Local, &vma(0, &[2, 8]), &one, 0), Target::Keep);
+        assert_eq!(plan_vma(MemoryMode::Local, &f, 0), Target::Keep);
+        assert_eq!(plan_vma(MemoryMode::Local, &vma(0, &[2, 8]), 0), Target::Keep);
         // an explicit policy (numactl -m, mbind, set_mempolicy) is the application's word: keep
         let mut b = vma(10, &[2, 8]);
         b.default_policy = false;
-        assert_eq!(plan_vma(MemoryMode::Spread, &b, &one, 0), Target::Keep);
-        // multi-node, local mode: home
-        assert_eq!(plan_vma(MemoryMode::Local, &vma(10, &[2, 8]), &both, 0), Target::Node(0));
-        // multi-node, spread: private (>= 80% on one node) consolidates there
-        assert_eq!(plan_vma(MemoryMode::Spread, &vma(10, &[1, 9]), &both, 0), Target::Node(1));
-        // shared (no dominant node) and all on active nodes: keep
-        assert_eq!(plan_vma(MemoryMode::Spread, &vma(10, &[4, 6]), &both, 0), Target::Keep);
-        // shared with pages on an inactive node: spread over the active ones
-        let three = [true, true, false];
-        assert_eq!(
-            plan_vma(MemoryMode::Spread, &vma(10, &[3, 3, 4]), &three, 0),
-            Target::Spread(vec![0, 1])
-        );
-        // mapmax > 1: shared even if dominant
-        let mut m = vma(10, &[1, 0, 9]);
-        m.mapmax = 2;
-        assert_eq!(plan_vma(MemoryMode::Spread, &m, &three, 1), Target::Spread(vec![0, 1]));
-        // private on an inactive node is never a target: goes to the dominant active node
-        assert_eq!(plan_vma(MemoryMode::Spread, &vma(10, &[0, 1, 9]), &three, 0), Target::Spread(vec![0, 1]));
-        assert_eq!(plan_vma(MemoryMode::Spread, &vma(10, &[9, 0, 1]), &three, 1), Target::Node(0));
+        assert_eq!(plan_vma(MemoryMode::Spread, &b, 0), Target::Keep);
+    }
+
+    /// Evidence of `faults[n]` write faults from node n in each chunk of [start, start + nr chunks).
+    fn evidence(start: u64, faults: &[&[u64]]) -> Evidence {
+        let mut e = Evidence::default();
+        for (i, f) in faults.iter().enumerate() {
+            for (n, &c) in f.iter().enumerate() {
+                e.add((start >> CHUNK_SHIFT) + i as u64, n, c, f.len());
+            }
+        }
+        e
+    }
+
+    #[test]
+    fn spanning_processes_are_planned_by_chunk() {
+        const MB2: u64 = 1 << CHUNK_SHIFT;
+        let both = [true, true];
+        let start = 0x7f00_0000_0000u64;
+        let v = Vma { start, ..vma(1024, &[1024, 0]) };
+        let end = start + 4 * MB2;
+        let even = Arc::new(SharedPlan::new(&[500, 500], &both));
+        let lopsided = Arc::new(SharedPlan::new(&[1000, 0], &both));
+        // a heap used by threads of both nodes, all of it on node 0 (first-touched
+        // there): not "private to node 0", as the rule from where pages sat had it
+        let e = evidence(start, &[&[5, 5], &[0, 0], &[3, 4], &[9, 8]]);
+        let t = plan_spanning_vma(&v, end, &e, &both, &lopsided);
+        let Target::Mixed(m) = &t else { panic!("{t:?}") };
+        assert!(m.private.is_empty());
+        let moved = (0..2048u64).filter(|i| t.want(start + i * 4096, 0) == Some(1)).count();
+        // whole chunks: 0, 512, 1024, 1536 or 2048 of the 4 chunks' pages
+        assert!(moved % 512 == 0 && moved > 0, "{moved}");
+        // the same mapping when the process's shared memory is already spread: kept
+        assert_eq!(plan_spanning_vma(&v, end, &e, &both, &even), Target::Keep);
+        // chunks written from one node go there, the rest follow the shared plan
+        let e = evidence(start, &[&[6, 0], &[0, 6], &[3, 3], &[0, 0]]);
+        let t = plan_spanning_vma(&v, end, &e, &both, &even);
+        let Target::Mixed(m) = &t else { panic!("{t:?}") };
+        assert_eq!(m.private, HashMap::from([(start >> CHUNK_SHIFT, 0), ((start >> CHUNK_SHIFT) + 1, 1)]));
+        assert_eq!(t.want(start + MB2 + 4096, 0), Some(1));
+        assert_eq!(t.want(start + 4096, 1), Some(0));
+        assert_eq!(t.want(start + 2 * MB2, 0), None);
+        // every chunk private to one node: the whole mapping goes there
+        let e = evidence(start, &[&[0, 6], &[0, 6], &[1, 9], &[0, 3]]);
+        assert_eq!(plan_spanning_vma(&v, end, &e, &both, &even), Target::Node(1));
+        let on1 = Vma { start, ..vma(1024, &[0, 1024]) };
+        assert_eq!(plan_spanning_vma(&on1, end, &e, &both, &even), Target::Keep);
+        // an explicit policy is kept here too
+        let mut b = v.clone();
+        b.default_policy = false;
+        assert_eq!(plan_spanning_vma(&b, end, &e, &both, &lopsided), Target::Keep);
     }
 
     #[test]
     fn target_wants() {
-        let act = [true, true, false];
-        assert_eq!(Target::Node(0).want(5, 1, &act), Some(0));
-        assert_eq!(Target::Node(0).want(5, 0, &act), None);
-        let s = Target::Spread(vec![0, 1]);
-        assert_eq!(s.want(4, 0, &act), None); // already on an active node
-        assert_eq!(s.want(4, 2, &act), Some(0));
-        assert_eq!(s.want(5, 2, &act), Some(1));
-        assert_eq!(Target::Keep.want(0, 2, &act), None);
+        assert_eq!(Target::Node(0).want(5 * 4096, 1), Some(0));
+        assert_eq!(Target::Node(0).want(5 * 4096, 0), None);
+        assert_eq!(Target::Keep.want(0, 2), None);
     }
-
 }

@@ -45,7 +45,9 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use super::plan::{Target, Vma};
+use std::sync::Arc;
+
+use super::plan::{Mixed, Target, Vma};
 
 /// The kernel's longest comm (TASK_COMM_LEN less the NUL).
 pub const COMM_LEN: usize = 15;
@@ -215,9 +217,13 @@ pub fn restrict(target: &Target, mems: &[bool]) -> Option<Target> {
     match target {
         Target::Keep => None,
         Target::Node(n) => ok(*n).then_some(Target::Node(*n)),
-        Target::Spread(nodes) => {
-            let v: Vec<usize> = nodes.iter().copied().filter(|&n| ok(n)).collect();
-            (!v.is_empty()).then_some(Target::Spread(v))
+        Target::Mixed(m) => {
+            // private chunks bound for a node outside stay; shared pages go
+            // only to allowed nodes
+            let private = m.private.iter().filter(|(_, &n)| ok(n)).map(|(&c, &n)| (c, n)).collect();
+            let mut shared = (*m.shared).clone();
+            shared.take.retain(|&n| ok(n));
+            Some(Target::Mixed(Box::new(Mixed { private, shared: Arc::new(shared) })))
         }
     }
 }
@@ -384,8 +390,15 @@ mod tests {
         let m = [true, true, false, false];
         assert_eq!(restrict(&Target::Node(1), &m), Some(Target::Node(1)));
         assert_eq!(restrict(&Target::Node(2), &m), None);
-        assert_eq!(restrict(&Target::Spread(vec![0, 2, 1]), &m), Some(Target::Spread(vec![0, 1])));
-        assert_eq!(restrict(&Target::Spread(vec![2, 3]), &m), None);
+        use super::super::evidence::SharedPlan;
+        // by chunk: a private chunk bound outside stays, shared pages go only inside
+        let shared = Arc::new(SharedPlan::new(&[0, 0, 100, 0], &[true, true, true, false]));
+        let mixed = Target::Mixed(Box::new(Mixed { private: HashMap::from([(1, 2), (2, 0)]), shared }));
+        let Some(Target::Mixed(r)) = restrict(&mixed, &m) else { panic!() };
+        assert_eq!(r.private, HashMap::from([(2, 0)]));
+        assert_eq!(r.shared.take, vec![0, 1]);
+        let none = restrict(&mixed, &[false, false, true, false]).unwrap();
+        assert_eq!(none.want(1 << 21, 2), None);
         assert_eq!(restrict(&Target::Keep, &m), None);
     }
 

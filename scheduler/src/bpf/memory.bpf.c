@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * memory.bpf.c - which node's threads touch which memory (the evidence
+ * behind memory placement's private/shared split, memory/evidence.rs)
+ *
+ * Idea. The kernel's NUMA balancing tells private from shared pages by
+ * who took the page's last NUMA hinting fault (van Riel 2014). sched_ext
+ * tasks never get hinting faults, so here the agent makes the faults
+ * itself, the only way user space can: writing 4 to /proc/PID/clear_refs
+ * write-protects the process's pages (soft-dirty tracking), and the next
+ * write to each page faults once. This program counts, for the processes
+ * the agent watches (mem_watch: processes whose threads run on several
+ * nodes), the user page faults per 2 MB chunk of address space and per
+ * node of the faulting CPU. The agent drains the counts every pass and
+ * decides: a chunk written from one node only is private to it, one
+ * written from several nodes is shared.
+ *
+ * What it cannot see: reads (a read-mostly private buffer looks like
+ * memory with no evidence, which the agent treats as shared), and which
+ * thread of a node wrote (node granularity is what placement needs).
+ *
+ * Cost: one hash lookup per user page fault of any process (the watch
+ * test), a hash update per fault of a watched one. Loaded only when
+ * memory placement is on (main.rs turns autoload off otherwise).
+ */
+#include "locality.bpf.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MEM_WATCH_MAX);
+	__type(key, u32);	/* tgid */
+	__type(value, u8);
+} mem_watch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MEM_FAULTS_MAX);
+	__type(key, struct mem_fault_key);
+	__type(value, u64);	/* faults since the agent last drained it */
+} mem_faults SEC(".maps");
+
+SEC("fentry/handle_mm_fault")
+int BPF_PROG(memory_fault, struct vm_area_struct *vma, unsigned long address,
+	     unsigned int flags)
+{
+	struct mem_fault_key key = {};
+	u32 cpu = bpf_get_smp_processor_id();
+	u64 one = 1, *cnt;
+
+	if (!(flags & FAULT_FLAG_USER))
+		return 0;
+	key.tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&mem_watch, &key.tgid))
+		return 0;
+	key.node = cpu_node[cpu & (MAX_CPUS - 1)];
+	key.chunk = address >> MEM_CHUNK_SHIFT;
+	cnt = bpf_map_lookup_elem(&mem_faults, &key);
+	if (cnt)
+		__sync_fetch_and_add(cnt, 1);
+	else
+		bpf_map_update_elem(&mem_faults, &key, &one, BPF_NOEXIST);
+	return 0;
+}

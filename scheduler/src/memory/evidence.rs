@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Private or shared: which nodes write each 2 MB chunk of a process's
+//! memory, for processes whose threads run on several nodes.
+//!
+//! Idea (van Riel 2014, seed 003): keep each thread's private memory on its
+//! node, spread shared memory over the nodes the process runs on. The kernel
+//! learns which is which from NUMA hinting faults: a page whose last two
+//! faults came from one task is private, otherwise shared. sched_ext tasks
+//! take no hinting faults, so the agent makes write faults instead:
+//! writing 4 to /proc/PID/clear_refs write-protects the process's pages
+//! (soft-dirty tracking), the next write to each page faults once, and
+//! memory.bpf.c counts those faults per (process, chunk, node of the
+//! faulting CPU). This file arms the processes, drains the counts every
+//! pass and classifies each chunk:
+//! - written from one node (>= PRIVATE_SHARE of its decayed faults, at
+//!   least MIN_FAULTS of them): private to that node;
+//! - written from several nodes: shared;
+//! - not written (no evidence): shared too. Spreading is the safe answer
+//!   for memory of unknown use in a process that spans nodes; concentrating
+//!   it (what the placement did before, from where pages sat) starves the
+//!   other nodes' threads of bandwidth.
+//!
+//! Shared memory is then balanced over the active nodes
+//! (`SharedPlan`): only a node holding more than BALANCE_SLACK times its
+//! even share gives pages away, just enough of them, to the nodes below
+//! their share, so memory already spread stays where it is.
+//!
+//! Re-arming costs one fault per written page, so its period adapts as the
+//! kernel's NUMA scan period does: every pass at first, doubling (up to
+//! ARM_MAX_PASSES) while a pass finds nothing to move, back to every pass
+//! when the process's active nodes change. Evidence halves at each re-arm.
+//!
+//! What it cannot see: reads (read-mostly private data counts as shared),
+//! which thread of a node wrote, and memory written by a process before it
+//! was first armed. clear_refs clears the process's soft-dirty bits, which
+//! a checkpointing tool (CRIU) tracking the same process would rely on.
+//!
+//! No knob of its own: it is how `--memory=spread` tells private from
+//! shared. Stats: per process (memory_procs) private_chunks, shared_chunks.
+
+use std::collections::HashMap;
+
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+
+use crate::bpf_intf;
+
+/// Share of a chunk's faults from one node that makes it private there.
+pub const PRIVATE_SHARE: f32 = 0.9;
+/// Fewer decayed faults than this: no evidence. One is enough: a chunk
+/// backed by a transparent huge page takes one write fault per arming.
+pub const MIN_FAULTS: f32 = 1.0;
+/// A node holding more than this times its even share of the shared
+/// memory gives the surplus away.
+pub const BALANCE_SLACK: f64 = 1.25;
+/// Longest re-arm period, in passes.
+pub const ARM_MAX_PASSES: u64 = 32;
+pub const CHUNK_SHIFT: u32 = bpf_intf::locality_consts_MEM_CHUNK_SHIFT;
+
+/// What a chunk is used as.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Use {
+    Private(usize),
+    Shared,
+}
+
+/// The chunk's use from its decayed faults per node; a private node must
+/// be active (private memory is never sent to an inactive node).
+pub fn classify(faults: &[f32], active: &[bool]) -> Use {
+    let total: f32 = faults.iter().sum();
+    if total < MIN_FAULTS {
+        return Use::Shared;
+    }
+    let (n, top) = faults.iter().copied().enumerate().fold((0, 0.0), |b, (n, f)| if f > b.1 { (n, f) } else { b });
+    if top >= PRIVATE_SHARE * total && active.get(n).copied().unwrap_or(false) {
+        Use::Private(n)
+    } else {
+        Use::Shared
+    }
+}
+
+/// How the shared pages of one process move between its active nodes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SharedPlan {
+    /// active nodes
+    pub act: Vec<usize>,
+    /// per node: the share of its shared pages to give away (0 keeps all)
+    pub give: Vec<f64>,
+    /// the active nodes below their even share, which receive
+    pub take: Vec<usize>,
+}
+
+impl SharedPlan {
+    /// From the shared pages per node: pages on inactive nodes go, and an
+    /// active node above BALANCE_SLACK x its even share gives its surplus
+    /// over the even share.
+    pub fn new(pages: &[u64], active: &[bool]) -> SharedPlan {
+        let act: Vec<usize> = (0..active.len()).filter(|&n| active[n]).collect();
+        let total: u64 = pages.iter().sum();
+        let mut give = vec![0.0; pages.len().max(active.len())];
+        if act.is_empty() || total == 0 {
+            return SharedPlan { act, give, take: vec![] };
+        }
+        let even = total as f64 / act.len() as f64;
+        let on = |n: usize| pages.get(n).copied().unwrap_or(0) as f64;
+        for (n, g) in give.iter_mut().enumerate() {
+            let here = on(n);
+            if !active.get(n).copied().unwrap_or(false) {
+                *g = 1.0;
+            } else if here > BALANCE_SLACK * even {
+                *g = (here - even) / here;
+            }
+        }
+        let mut take: Vec<usize> = act.iter().copied().filter(|&n| on(n) < even).collect();
+        if take.is_empty() {
+            // only inactive nodes hold too much: spread over every active node
+            take = act.clone();
+        }
+        SharedPlan { act, give, take }
+    }
+
+    /// Where a shared page of `chunk` (address >> CHUNK_SHIFT), now on node
+    /// `cur`, should go. Whole chunks are picked, by a hash of the chunk, so
+    /// that a transparent huge page is never asked to go two ways and the
+    /// same chunks are picked pass after pass.
+    pub fn want(&self, chunk: u64, cur: usize) -> Option<usize> {
+        let g = self.give.get(cur).copied().unwrap_or(1.0);
+        if g <= 0.0 || self.take.is_empty() || pick(chunk) >= g {
+            return None;
+        }
+        let to = self.take[(chunk % self.take.len() as u64) as usize];
+        (to != cur).then_some(to)
+    }
+}
+
+/// A fixed pseudo-random number in [0, 1) for a chunk.
+fn pick(chunk: u64) -> f64 {
+    (chunk.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What the agent knows of one process's chunks.
+#[derive(Debug, Default)]
+pub struct Evidence {
+    /// decayed faults per node, by chunk (address >> CHUNK_SHIFT)
+    pub chunks: HashMap<u64, Vec<f32>>,
+    /// pass of the first arming (evidence is complete one pass later)
+    pub first_armed: Option<u64>,
+    /// pass of the next re-arm, and the current period in passes
+    pub next_arm: u64,
+    pub period: u64,
+    /// the process's active nodes at the last re-arm
+    pub active: Vec<bool>,
+}
+
+impl Evidence {
+    /// True when a pass has ended since the first arming.
+    pub fn ready(&self, scan: u64) -> bool {
+        self.first_armed.is_some_and(|a| scan > a)
+    }
+
+    /// Re-arm due at this pass (at once when the active nodes changed)?
+    /// Decays the evidence when it is.
+    pub fn arm_due(&mut self, scan: u64, active: &[bool]) -> bool {
+        if self.active != active {
+            self.active = active.to_vec();
+            self.period = 1;
+        } else if self.first_armed.is_some() && scan < self.next_arm {
+            return false;
+        }
+        self.first_armed.get_or_insert(scan);
+        self.period = self.period.clamp(1, ARM_MAX_PASSES);
+        self.next_arm = scan + self.period;
+        self.chunks.retain(|_, f| {
+            f.iter_mut().for_each(|x| *x *= 0.5);
+            f.iter().sum::<f32>() >= MIN_FAULTS / 4.0
+        });
+        true
+    }
+
+    /// A pass planned nothing to move: re-arm less often. Something moved,
+    /// or the active nodes changed: every pass again.
+    pub fn settle(&mut self, idle: bool) {
+        self.period = if idle { (self.period * 2).clamp(1, ARM_MAX_PASSES) } else { 1 };
+    }
+
+    pub fn add(&mut self, chunk: u64, node: usize, faults: u64, nr_nodes: usize) {
+        let f = self.chunks.entry(chunk).or_insert_with(|| vec![0.0; nr_nodes]);
+        if node < f.len() {
+            f[node] += faults as f32;
+        }
+    }
+
+    /// Chunks with evidence: (private, shared).
+    pub fn counts(&self, active: &[bool]) -> (u64, u64) {
+        let private = self.chunks.values().filter(|f| matches!(classify(f, active), Use::Private(_))).count() as u64;
+        let written = self.chunks.values().filter(|f| f.iter().sum::<f32>() >= MIN_FAULTS).count() as u64;
+        (private, written - private)
+    }
+
+    pub fn use_of(&self, chunk: u64, active: &[bool]) -> Use {
+        self.chunks.get(&chunk).map(|f| classify(f, active)).unwrap_or(Use::Shared)
+    }
+}
+
+/// Write-protect a process's pages so that its next writes fault.
+pub fn arm(pid: u32) -> std::io::Result<()> {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "4")
+}
+
+/// The BPF maps of memory.bpf.c.
+pub struct Maps {
+    pub watch: MapHandle,
+    pub faults: MapHandle,
+}
+
+impl Maps {
+    /// Count (or stop counting) the faults of this process.
+    pub fn watch(&self, pid: u32, on: bool) {
+        let key = pid.to_ne_bytes();
+        let _ = if on { self.watch.update(&key, &[1u8], MapFlags::ANY) } else { self.watch.delete(&key) };
+    }
+
+    /// Every count since the last drain: (tgid, chunk, node, faults).
+    pub fn drain(&self) -> Vec<(u32, u64, usize, u64)> {
+        let Ok(it) = self.faults.lookup_and_delete_batch(1024, MapFlags::ANY, MapFlags::ANY) else {
+            return vec![];
+        };
+        it.filter_map(|(k, v)| {
+            let tgid = u32::from_ne_bytes(k.get(0..4)?.try_into().ok()?);
+            let node = u32::from_ne_bytes(k.get(4..8)?.try_into().ok()?) as usize;
+            let chunk = u64::from_ne_bytes(k.get(8..16)?.try_into().ok()?);
+            let n = u64::from_ne_bytes(v.get(0..8)?.try_into().ok()?);
+            Some((tgid, chunk, node, n))
+        })
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_layout_matches_the_bpf_side() {
+        assert_eq!(std::mem::size_of::<bpf_intf::mem_fault_key>(), 16);
+        assert_eq!(std::mem::offset_of!(bpf_intf::mem_fault_key, node), 4);
+        assert_eq!(std::mem::offset_of!(bpf_intf::mem_fault_key, chunk), 8);
+    }
+
+    #[test]
+    fn chunks_written_from_one_node_are_private() {
+        let both = [true, true];
+        assert_eq!(classify(&[10.0, 0.0], &both), Use::Private(0));
+        assert_eq!(classify(&[1.0, 19.0], &both), Use::Private(1));
+        // written from both nodes: shared
+        assert_eq!(classify(&[6.0, 4.0], &both), Use::Shared);
+        assert_eq!(classify(&[8.0, 2.0], &both), Use::Shared);
+        // too little evidence: shared
+        assert_eq!(classify(&[0.5, 0.0], &both), Use::Shared);
+        assert_eq!(classify(&[], &both), Use::Shared);
+        // private to an inactive node: not a target
+        assert_eq!(classify(&[0.0, 0.0, 9.0], &[true, true, false]), Use::Shared);
+    }
+
+    #[test]
+    fn shared_memory_is_balanced_only_beyond_the_slack() {
+        let both = [true, true];
+        // all on node 0 (first-touched by one thread): node 0 gives half away to node 1
+        let p = SharedPlan::new(&[1000, 0], &both);
+        assert_eq!((p.give.clone(), p.take.clone()), (vec![0.5, 0.0], vec![1]));
+        let moved: Vec<u64> = (0..10_000).filter(|&i| p.want(i, 0).is_some()).collect();
+        assert!((4_700..5_300).contains(&moved.len()), "{}", moved.len());
+        assert!(moved.iter().all(|&i| p.want(i, 0) == Some(1)));
+        // the same pages pass after pass; pages on the receiving node stay
+        assert_eq!(moved, (0..10_000).filter(|&i| p.want(i, 0).is_some()).collect::<Vec<_>>());
+        assert!((0..100).all(|i| p.want(i, 1).is_none()));
+        // 60/40 is within the slack: nothing moves
+        let p = SharedPlan::new(&[600, 400], &both);
+        assert_eq!(p.give, vec![0.0, 0.0]);
+        assert!((0..100).all(|i| p.want(i, 0).is_none()));
+        // pages on an inactive node all go, to the active nodes below their share
+        let p = SharedPlan::new(&[100, 500, 400], &[true, true, false]);
+        assert_eq!(p.give, vec![0.0, 0.0, 1.0]);
+        assert_eq!(p.take, vec![0]);
+        assert!((0..100).all(|i| p.want(i, 2) == Some(0)));
+        // 3 active nodes, one holding all: 2/3 of it go to the other two
+        let p = SharedPlan::new(&[900, 0, 0], &[true, true, true]);
+        let to: Vec<Option<usize>> = (0..30_000).map(|i| p.want(i, 0)).collect();
+        let n1 = to.iter().filter(|&&t| t == Some(1)).count();
+        let n2 = to.iter().filter(|&&t| t == Some(2)).count();
+        assert!((9_000..11_000).contains(&n1) && (9_000..11_000).contains(&n2), "{n1} {n2}");
+        // nothing shared: nothing to do
+        assert_eq!(SharedPlan::new(&[0, 0], &both).give, vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn arming_backs_off_while_idle_and_evidence_decays() {
+        let both = [true, true];
+        let mut e = Evidence::default();
+        assert!(!e.ready(1));
+        assert!(e.arm_due(1, &both));
+        assert!(!e.ready(1) && e.ready(2));
+        e.add(7, 1, 8, 2);
+        assert_eq!(e.use_of(7, &[true, true]), Use::Private(1));
+        assert_eq!(e.use_of(8, &[true, true]), Use::Shared);
+        // idle passes double the period
+        e.settle(true);
+        assert!(e.arm_due(2, &both));
+        assert_eq!(e.chunks[&7], vec![0.0, 4.0]);
+        assert!(!e.arm_due(3, &both));
+        assert!(e.arm_due(4, &both));
+        e.settle(true);
+        e.settle(true);
+        assert_eq!(e.period, 8);
+        e.settle(false);
+        assert_eq!(e.period, 1);
+        // new active nodes: re-armed at once, every pass
+        e.settle(true);
+        assert!(e.arm_due(5, &[true, true, true]));
+        assert_eq!(e.period, 1);
+        // decayed below a quarter of MIN_FAULTS: forgotten
+        for s in 6..12 {
+            e.arm_due(s, &[true, true, true]);
+        }
+        assert!(e.chunks.is_empty());
+    }
+}
