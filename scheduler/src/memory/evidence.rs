@@ -63,15 +63,17 @@ pub enum Use {
     Shared,
 }
 
-/// The chunk's use from its decayed faults per node; a private node must
-/// be active (private memory is never sent to an inactive node).
-pub fn classify(faults: &[f32], active: &[bool]) -> Use {
+/// The chunk's use from its decayed faults per node. Private memory
+/// follows its writer even to a node outside the process's active set, as
+/// the kernel always migrates on a private fault; only shared memory is
+/// bound to the active nodes.
+pub fn classify(faults: &[f32]) -> Use {
     let total: f32 = faults.iter().sum();
     if total < MIN_FAULTS {
         return Use::Shared;
     }
     let (n, top) = faults.iter().copied().enumerate().fold((0, 0.0), |b, (n, f)| if f > b.1 { (n, f) } else { b });
-    if top >= PRIVATE_SHARE * total && active.get(n).copied().unwrap_or(false) {
+    if top >= PRIVATE_SHARE * total {
         Use::Private(n)
     } else {
         Use::Shared
@@ -147,9 +149,18 @@ pub struct Evidence {
     /// pass of the next re-arm, and the current period in passes
     pub next_arm: u64,
     pub period: u64,
-    /// the process's active nodes at the last re-arm
+    /// the nodes shared memory may sit on: the process's active nodes, a
+    /// node kept for ACTIVE_STICKY passes after it left the active set
     pub active: Vec<bool>,
+    /// per node, passes it stays in `active` without runtime there
+    sticky: Vec<u64>,
 }
+
+/// Passes a node stays among the nodes shared memory may sit on after it
+/// left the process's active set: a thread's move between nodes shifts the
+/// runtime-based active set for a pass or two, and a node that holds shared
+/// memory must not be emptied for that.
+pub const ACTIVE_STICKY: u64 = 3;
 
 impl Evidence {
     /// True when a pass has ended since the first arming.
@@ -157,11 +168,17 @@ impl Evidence {
         self.first_armed.is_some_and(|a| scan > a)
     }
 
-    /// Re-arm due at this pass (at once when the active nodes changed)?
-    /// Decays the evidence when it is.
+    /// Takes this pass's active nodes; re-arm due at this pass (at once
+    /// when the nodes shared memory may sit on changed)? Decays the
+    /// evidence when it is.
     pub fn arm_due(&mut self, scan: u64, active: &[bool]) -> bool {
-        if self.active != active {
-            self.active = active.to_vec();
+        self.sticky.resize(active.len(), 0);
+        for (t, &a) in self.sticky.iter_mut().zip(active) {
+            *t = if a { ACTIVE_STICKY } else { t.saturating_sub(1) };
+        }
+        let now: Vec<bool> = self.sticky.iter().map(|&t| t > 0).collect();
+        if self.active != now {
+            self.active = now;
             self.period = 1;
         } else if self.first_armed.is_some() && scan < self.next_arm {
             return false;
@@ -190,14 +207,14 @@ impl Evidence {
     }
 
     /// Chunks with evidence: (private, shared).
-    pub fn counts(&self, active: &[bool]) -> (u64, u64) {
-        let private = self.chunks.values().filter(|f| matches!(classify(f, active), Use::Private(_))).count() as u64;
+    pub fn counts(&self) -> (u64, u64) {
+        let private = self.chunks.values().filter(|f| matches!(classify(f), Use::Private(_))).count() as u64;
         let written = self.chunks.values().filter(|f| f.iter().sum::<f32>() >= MIN_FAULTS).count() as u64;
         (private, written - private)
     }
 
-    pub fn use_of(&self, chunk: u64, active: &[bool]) -> Use {
-        self.chunks.get(&chunk).map(|f| classify(f, active)).unwrap_or(Use::Shared)
+    pub fn use_of(&self, chunk: u64) -> Use {
+        self.chunks.get(&chunk).map(|f| classify(f)).unwrap_or(Use::Shared)
     }
 }
 
@@ -248,17 +265,16 @@ mod tests {
 
     #[test]
     fn chunks_written_from_one_node_are_private() {
-        let both = [true, true];
-        assert_eq!(classify(&[10.0, 0.0], &both), Use::Private(0));
-        assert_eq!(classify(&[1.0, 19.0], &both), Use::Private(1));
+        assert_eq!(classify(&[10.0, 0.0]), Use::Private(0));
+        assert_eq!(classify(&[1.0, 19.0]), Use::Private(1));
         // written from both nodes: shared
-        assert_eq!(classify(&[6.0, 4.0], &both), Use::Shared);
-        assert_eq!(classify(&[8.0, 2.0], &both), Use::Shared);
+        assert_eq!(classify(&[6.0, 4.0]), Use::Shared);
+        assert_eq!(classify(&[8.0, 2.0]), Use::Shared);
         // too little evidence: shared
-        assert_eq!(classify(&[0.5, 0.0], &both), Use::Shared);
-        assert_eq!(classify(&[], &both), Use::Shared);
-        // private to an inactive node: not a target
-        assert_eq!(classify(&[0.0, 0.0, 9.0], &[true, true, false]), Use::Shared);
+        assert_eq!(classify(&[0.5, 0.0]), Use::Shared);
+        assert_eq!(classify(&[]), Use::Shared);
+        // private to a node whatever the process's active set
+        assert_eq!(classify(&[0.0, 0.0, 9.0]), Use::Private(2));
     }
 
     #[test]
@@ -300,8 +316,8 @@ mod tests {
         assert!(e.arm_due(1, &both));
         assert!(!e.ready(1) && e.ready(2));
         e.add(7, 1, 8, 2);
-        assert_eq!(e.use_of(7, &[true, true]), Use::Private(1));
-        assert_eq!(e.use_of(8, &[true, true]), Use::Shared);
+        assert_eq!(e.use_of(7), Use::Private(1));
+        assert_eq!(e.use_of(8), Use::Shared);
         // idle passes double the period
         e.settle(true);
         assert!(e.arm_due(2, &both));
@@ -317,8 +333,15 @@ mod tests {
         e.settle(true);
         assert!(e.arm_due(5, &[true, true, true]));
         assert_eq!(e.period, 1);
+        // a node that leaves the active set stays for ACTIVE_STICKY passes
+        e.settle(true);
+        assert!(e.arm_due(6, &[true, true, false]));
+        assert!(!e.arm_due(7, &[true, true, false]));
+        assert_eq!(e.active, vec![true, true, true]);
+        assert!(e.arm_due(8, &[true, true, false]));
+        assert_eq!((e.active.clone(), e.period), (vec![true, true, false], 1));
         // decayed below a quarter of MIN_FAULTS: forgotten
-        for s in 6..12 {
+        for s in 9..15 {
             e.arm_due(s, &[true, true, true]);
         }
         assert!(e.chunks.is_empty());

@@ -517,7 +517,7 @@ impl Placer {
                 self.anon_pages(&vmas)
             };
             let loc = locality(&p.node_rt, &pages);
-            let (private_chunks, shared_chunks) = self.evidence.get(&pid).map_or((0, 0), |e| e.counts(&p.active));
+            let (private_chunks, shared_chunks) = self.evidence.get(&pid).map_or((0, 0), |e| e.counts());
             if !reuse {
                 seen_pages.push((pid, pages.clone()));
             }

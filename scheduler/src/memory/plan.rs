@@ -34,6 +34,10 @@ use super::evidence::{Evidence, SharedPlan, Use, CHUNK_SHIFT};
 use super::migrate::{move_pages, vma_ends};
 use super::{read, MemoryMode, Placer, QUIET_SCANS};
 
+/// The census of shared pages in mappings that also hold private chunks
+/// asks the node of one page in this many.
+const CENSUS_STEP: u64 = 16;
+
 /// One line of /proc/<pid>/numa_maps.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Vma {
@@ -145,12 +149,12 @@ fn chunks(start: u64, end: u64) -> std::ops::RangeInclusive<u64> {
 
 /// A mapping of a process spanning nodes (`--memory=spread`): private
 /// chunks to their node, shared pages by the process's SharedPlan.
-pub fn plan_spanning_vma(v: &Vma, end: u64, ev: &Evidence, active: &[bool], shared: &Arc<SharedPlan>) -> Target {
+pub fn plan_spanning_vma(v: &Vma, end: u64, ev: &Evidence, shared: &Arc<SharedPlan>) -> Target {
     if !movable(v) {
         return Target::Keep;
     }
     let private: HashMap<u64, usize> = chunks(v.start, end)
-        .filter_map(|c| match ev.use_of(c, active) {
+        .filter_map(|c| match ev.use_of(c) {
             Use::Private(n) => Some((c, n)),
             Use::Shared => None,
         })
@@ -222,16 +226,16 @@ impl Placer {
         let work: Vec<(u64, Target)> = if spanning {
             // planned from a full pass of evidence (evidence.rs), armed by watch_spanning()
             let Some(ev) = self.evidence.get(&pid).filter(|e| e.ready(scan)) else { return };
-            let Some(census) = self.shared_pages(pid, &vmas, &ends, ev, &active) else { return };
-            let shared = Arc::new(SharedPlan::new(&census, &active));
+            let Some(census) = self.shared_pages(pid, &vmas, &ends, ev) else { return };
+            let shared = Arc::new(SharedPlan::new(&census, &ev.active));
             log::debug!(
                 "memory: {pid} spans {:?}: chunks (private, shared) {:?}, shared pages per node {census:?}, give {:?}",
-                (0..active.len()).filter(|&n| active[n]).collect::<Vec<_>>(),
-                ev.counts(&active),
+                (0..ev.active.len()).filter(|&n| ev.active[n]).collect::<Vec<_>>(),
+                ev.counts(),
                 shared.give
             );
             vmas.iter()
-                .filter_map(|v| Some((v.start, plan_spanning_vma(v, *ends.get(&v.start)?, ev, &active, &shared))))
+                .filter_map(|v| Some((v.start, plan_spanning_vma(v, *ends.get(&v.start)?, ev, &shared))))
                 .filter(|(_, t)| *t != Target::Keep)
                 .collect()
         } else {
@@ -254,21 +258,20 @@ impl Placer {
 
     /// Shared (not private) anonymous pages per node of a process spanning
     /// nodes: numa_maps' counts for a mapping with no private chunk, a
-    /// query of the shared chunks' pages for a mapping with some. None if
-    /// the process is gone.
+    /// sampled query of the shared chunks' pages for a mapping with some.
+    /// None if the process is gone.
     fn shared_pages(
         &self,
         pid: u32,
         vmas: &[Vma],
         ends: &HashMap<u64, u64>,
         ev: &Evidence,
-        active: &[bool],
     ) -> Option<Vec<u64>> {
         let mut out = vec![0u64; self.o.nr_nodes.max(1)];
         for v in vmas.iter().filter(|v| movable(v)) {
             let Some(&end) = ends.get(&v.start) else { continue };
             let shared: Vec<u64> =
-                chunks(v.start, end).filter(|&c| ev.use_of(c, active) == Use::Shared).collect();
+                chunks(v.start, end).filter(|&c| ev.use_of(c) == Use::Shared).collect();
             if shared.len() as u64 == chunks(v.start, end).count() as u64 {
                 for (n, o) in self.anon_pages(std::slice::from_ref(v)).iter().zip(out.iter_mut()) {
                     *o += n;
@@ -277,7 +280,8 @@ impl Placer {
             }
             for c in shared {
                 let (cs, ce) = ((c << CHUNK_SHIFT).max(v.start), ((c + 1) << CHUNK_SHIFT).min(end));
-                let addrs: Vec<u64> = (cs..ce).step_by(self.page as usize).collect();
+                // one page in CENSUS_STEP stands for its neighbours (a huge page is on one node)
+                let addrs: Vec<u64> = (cs..ce).step_by((self.page * CENSUS_STEP) as usize).collect();
                 let mut st = vec![0i32; addrs.len()];
                 match move_pages(pid, &addrs, None, &mut st) {
                     Ok(_) => {}
@@ -286,7 +290,7 @@ impl Placer {
                 }
                 for s in st {
                     if let Some(o) = usize::try_from(s).ok().and_then(|n| out.get_mut(n)) {
-                        *o += 1;
+                        *o += CENSUS_STEP;
                     }
                 }
             }
@@ -404,17 +408,17 @@ mod tests {
         // a heap used by threads of both nodes, all of it on node 0 (first-touched
         // there): not "private to node 0", as the rule from where pages sat had it
         let e = evidence(start, &[&[5, 5], &[0, 0], &[3, 4], &[9, 8]]);
-        let t = plan_spanning_vma(&v, end, &e, &both, &lopsided);
+        let t = plan_spanning_vma(&v, end, &e, &lopsided);
         let Target::Mixed(m) = &t else { panic!("{t:?}") };
         assert!(m.private.is_empty());
         let moved = (0..2048u64).filter(|i| t.want(start + i * 4096, 0) == Some(1)).count();
         // whole chunks: 0, 512, 1024, 1536 or 2048 of the 4 chunks' pages
         assert!(moved % 512 == 0 && moved > 0, "{moved}");
         // the same mapping when the process's shared memory is already spread: kept
-        assert_eq!(plan_spanning_vma(&v, end, &e, &both, &even), Target::Keep);
+        assert_eq!(plan_spanning_vma(&v, end, &e, &even), Target::Keep);
         // chunks written from one node go there, the rest follow the shared plan
         let e = evidence(start, &[&[6, 0], &[0, 6], &[3, 3], &[0, 0]]);
-        let t = plan_spanning_vma(&v, end, &e, &both, &even);
+        let t = plan_spanning_vma(&v, end, &e, &even);
         let Target::Mixed(m) = &t else { panic!("{t:?}") };
         assert_eq!(m.private, HashMap::from([(start >> CHUNK_SHIFT, 0), ((start >> CHUNK_SHIFT) + 1, 1)]));
         assert_eq!(t.want(start + MB2 + 4096, 0), Some(1));
@@ -422,13 +426,13 @@ mod tests {
         assert_eq!(t.want(start + 2 * MB2, 0), None);
         // every chunk private to one node: the whole mapping goes there
         let e = evidence(start, &[&[0, 6], &[0, 6], &[1, 9], &[0, 3]]);
-        assert_eq!(plan_spanning_vma(&v, end, &e, &both, &even), Target::Node(1));
+        assert_eq!(plan_spanning_vma(&v, end, &e, &even), Target::Node(1));
         let on1 = Vma { start, ..vma(1024, &[0, 1024]) };
-        assert_eq!(plan_spanning_vma(&on1, end, &e, &both, &even), Target::Keep);
+        assert_eq!(plan_spanning_vma(&on1, end, &e, &even), Target::Keep);
         // an explicit policy is kept here too
         let mut b = v.clone();
         b.default_policy = false;
-        assert_eq!(plan_spanning_vma(&b, end, &e, &both, &lopsided), Target::Keep);
+        assert_eq!(plan_spanning_vma(&b, end, &e, &lopsided), Target::Keep);
     }
 
     #[test]
