@@ -364,7 +364,8 @@ impl<'a> Scheduler<'a> {
             return out;
         }
         for prog in self.skel.object().progs() {
-            if prog.prog_type() != ProgramType::StructOps {
+            // the ops callbacks, and memory.bpf.c's fault counter (when loaded)
+            if !matches!(prog.prog_type(), ProgramType::StructOps | ProgramType::Tracing) {
                 continue;
             }
             let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
