@@ -565,8 +565,11 @@ impl Metrics {
                 p.locality * 100.0,
                 p.pages_node,
                 p.pages_migrated,
-                if p.private_chunks + p.shared_chunks > 0 {
-                    format!(" chunks private={} shared={}", p.private_chunks, p.shared_chunks)
+                if p.private_chunks + p.shared_chunks + p.settling_chunks > 0 {
+                    format!(
+                        " chunks private={} shared={} settling={}",
+                        p.private_chunks, p.shared_chunks, p.settling_chunks
+                    )
                 } else {
                     String::new()
                 }

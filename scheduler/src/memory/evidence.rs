@@ -11,13 +11,19 @@
 //! (soft-dirty tracking), the next write to each page faults once, and
 //! memory.bpf.c counts those faults per (process, chunk, node of the
 //! faulting CPU). This file arms the processes, drains the counts every
-//! pass and classifies each chunk:
-//! - written from one node (>= PRIVATE_SHARE of its decayed faults, at
-//!   least MIN_FAULTS of them): private to that node;
-//! - written from several nodes: shared;
-//! - not written (no evidence): shared too. Spreading is the safe answer
-//!   for memory of unknown use in a process that spans nodes; concentrating
-//!   it (what the placement did before, from where pages sat) starves the
+//! pass and, at the end of each window between two armings, notes per
+//! chunk who wrote it in that window: one node, several, or nobody. Then,
+//! with the kernel's two-stage filter (a page is private only when its last
+//! two faults agree) in place of its per-page last-fault record:
+//! - written from the same node in its last two windows with writes:
+//!   private to that node;
+//! - written from several nodes in one of them: shared;
+//! - written from one node, but another (or none) before: settling, left
+//!   where it is (a thread that just moved, or a chunk whose writers take
+//!   turns: moving it would be the ping-pong the filter exists to stop);
+//! - never written (no evidence): shared. Spreading is the safe answer for
+//!   memory of unknown use in a process that spans nodes; concentrating it
+//!   (what the placement did before, from where pages sat) starves the
 //!   other nodes' threads of bandwidth.
 //!
 //! Shared memory is then balanced over the active nodes
@@ -28,7 +34,8 @@
 //! Re-arming costs one fault per written page, so its period adapts as the
 //! kernel's NUMA scan period does: every pass at first, doubling (up to
 //! ARM_MAX_PASSES) while a pass finds nothing to move, back to every pass
-//! when the process's active nodes change. Evidence halves at each re-arm.
+//! when the process's active nodes change. A chunk not written for
+//! FORGET_WINDOWS windows is forgotten.
 //!
 //! What it cannot see: reads (read-mostly private data counts as shared),
 //! which thread of a node wrote, and memory written by a process before it
@@ -44,11 +51,11 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use crate::bpf_intf;
 
-/// Share of a chunk's faults from one node that makes it private there.
-pub const PRIVATE_SHARE: f32 = 0.9;
-/// Fewer decayed faults than this: no evidence. One is enough: a chunk
-/// backed by a transparent huge page takes one write fault per arming.
-pub const MIN_FAULTS: f32 = 1.0;
+/// A node that took less than this share of a window's faults in a chunk
+/// did not write it in that window (a straggler of a thread that moved).
+pub const WRITER_SHARE: f32 = 0.1;
+/// Windows without writes after which a chunk's evidence is dropped.
+pub const FORGET_WINDOWS: u8 = 8;
 /// A node holding more than this times its even share of the shared
 /// memory gives the surplus away.
 pub const BALANCE_SLACK: f64 = 1.25;
@@ -61,22 +68,66 @@ pub const CHUNK_SHIFT: u32 = bpf_intf::locality_consts_MEM_CHUNK_SHIFT;
 pub enum Use {
     Private(usize),
     Shared,
+    /// changing hands: left where it is
+    Settling,
 }
 
-/// The chunk's use from its decayed faults per node. Private memory
-/// follows its writer even to a node outside the process's active set, as
-/// the kernel always migrates on a private fault; only shared memory is
-/// bound to the active nodes.
-pub fn classify(faults: &[f32]) -> Use {
+/// Who wrote a chunk in one window.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Writers {
+    #[default]
+    None,
+    One(usize),
+    Several,
+}
+
+/// Who wrote it, from one window's faults per node.
+pub fn writers(faults: &[f32]) -> Writers {
     let total: f32 = faults.iter().sum();
-    if total < MIN_FAULTS {
-        return Use::Shared;
+    let mut w = (0..faults.len()).filter(|&n| total > 0.0 && faults[n] >= WRITER_SHARE * total);
+    match (w.next(), w.next()) {
+        (None, _) => Writers::None,
+        (Some(n), None) => Writers::One(n),
+        _ => Writers::Several,
     }
-    let (n, top) = faults.iter().copied().enumerate().fold((0, 0.0), |b, (n, f)| if f > b.1 { (n, f) } else { b });
-    if top >= PRIVATE_SHARE * total {
-        Use::Private(n)
-    } else {
-        Use::Shared
+}
+
+/// One chunk's evidence: this window's faults per node, and who wrote it
+/// in the last two windows that had writes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Chunk {
+    pub window: Vec<f32>,
+    pub last: Writers,
+    pub before: Writers,
+    /// windows since the last one with writes
+    pub idle: u8,
+}
+
+impl Chunk {
+    /// The chunk's use: the two-stage filter. Private memory follows its
+    /// writer even to a node outside the process's active set, as the
+    /// kernel always migrates on a private fault; only shared memory is
+    /// bound to the active nodes.
+    pub fn use_now(&self) -> Use {
+        match (self.last, self.before) {
+            (Writers::None, _) => Use::Shared,
+            (Writers::Several, _) | (_, Writers::Several) => Use::Shared,
+            (Writers::One(n), Writers::One(m)) if n == m => Use::Private(n),
+            _ => Use::Settling,
+        }
+    }
+
+    /// End of a window: note who wrote it.
+    fn close_window(&mut self) {
+        let w = writers(&self.window);
+        self.window.iter_mut().for_each(|x| *x = 0.0);
+        if w == Writers::None {
+            self.idle = self.idle.saturating_add(1);
+        } else {
+            self.before = self.last;
+            self.last = w;
+            self.idle = 0;
+        }
     }
 }
 
@@ -142,8 +193,8 @@ fn pick(chunk: u64) -> f64 {
 /// What the agent knows of one process's chunks.
 #[derive(Debug, Default)]
 pub struct Evidence {
-    /// decayed faults per node, by chunk (address >> CHUNK_SHIFT)
-    pub chunks: HashMap<u64, Vec<f32>>,
+    /// by chunk (address >> CHUNK_SHIFT)
+    pub chunks: HashMap<u64, Chunk>,
     /// pass of the first arming (evidence is complete one pass later)
     pub first_armed: Option<u64>,
     /// pass of the next re-arm, and the current period in passes
@@ -169,8 +220,8 @@ impl Evidence {
     }
 
     /// Takes this pass's active nodes; re-arm due at this pass (at once
-    /// when the nodes shared memory may sit on changed)? Decays the
-    /// evidence when it is.
+    /// when the nodes shared memory may sit on changed)? Closes the window
+    /// when it is.
     pub fn arm_due(&mut self, scan: u64, active: &[bool]) -> bool {
         self.sticky.resize(active.len(), 0);
         for (t, &a) in self.sticky.iter_mut().zip(active) {
@@ -186,9 +237,9 @@ impl Evidence {
         self.first_armed.get_or_insert(scan);
         self.period = self.period.clamp(1, ARM_MAX_PASSES);
         self.next_arm = scan + self.period;
-        self.chunks.retain(|_, f| {
-            f.iter_mut().for_each(|x| *x *= 0.5);
-            f.iter().sum::<f32>() >= MIN_FAULTS / 4.0
+        self.chunks.retain(|_, c| {
+            c.close_window();
+            c.idle < FORGET_WINDOWS
         });
         true
     }
@@ -200,21 +251,28 @@ impl Evidence {
     }
 
     pub fn add(&mut self, chunk: u64, node: usize, faults: u64, nr_nodes: usize) {
-        let f = self.chunks.entry(chunk).or_insert_with(|| vec![0.0; nr_nodes]);
-        if node < f.len() {
-            f[node] += faults as f32;
+        let c = self.chunks.entry(chunk).or_default();
+        c.window.resize(nr_nodes, 0.0);
+        if node < c.window.len() {
+            c.window[node] += faults as f32;
         }
     }
 
-    /// Chunks with evidence: (private, shared).
-    pub fn counts(&self) -> (u64, u64) {
-        let private = self.chunks.values().filter(|f| matches!(classify(f), Use::Private(_))).count() as u64;
-        let written = self.chunks.values().filter(|f| f.iter().sum::<f32>() >= MIN_FAULTS).count() as u64;
-        (private, written - private)
+    /// Written chunks by use: (private, shared, settling).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let mut n = (0, 0, 0);
+        for c in self.chunks.values().filter(|c| c.last != Writers::None) {
+            match c.use_now() {
+                Use::Private(_) => n.0 += 1,
+                Use::Shared => n.1 += 1,
+                Use::Settling => n.2 += 1,
+            }
+        }
+        n
     }
 
     pub fn use_of(&self, chunk: u64) -> Use {
-        self.chunks.get(&chunk).map(|f| classify(f)).unwrap_or(Use::Shared)
+        self.chunks.get(&chunk).map(|c| c.use_now()).unwrap_or(Use::Shared)
     }
 }
 
@@ -264,17 +322,47 @@ mod tests {
     }
 
     #[test]
-    fn chunks_written_from_one_node_are_private() {
-        assert_eq!(classify(&[10.0, 0.0]), Use::Private(0));
-        assert_eq!(classify(&[1.0, 19.0]), Use::Private(1));
-        // written from both nodes: shared
-        assert_eq!(classify(&[6.0, 4.0]), Use::Shared);
-        assert_eq!(classify(&[8.0, 2.0]), Use::Shared);
-        // too little evidence: shared
-        assert_eq!(classify(&[0.5, 0.0]), Use::Shared);
-        assert_eq!(classify(&[]), Use::Shared);
-        // private to a node whatever the process's active set
-        assert_eq!(classify(&[0.0, 0.0, 9.0]), Use::Private(2));
+    fn who_wrote_a_window() {
+        assert_eq!(writers(&[3.0, 0.0]), Writers::One(0));
+        assert_eq!(writers(&[0.0, 1.0]), Writers::One(1));
+        assert_eq!(writers(&[5.0, 4.0]), Writers::Several);
+        // a straggler under WRITER_SHARE does not count
+        assert_eq!(writers(&[20.0, 1.0]), Writers::One(0));
+        assert_eq!(writers(&[0.0, 0.0]), Writers::None);
+        assert_eq!(writers(&[]), Writers::None);
+    }
+
+    /// The two-stage filter, window by window.
+    #[test]
+    fn private_only_after_two_windows_from_one_node() {
+        let both = [true, true];
+        let mut e = Evidence::default();
+        let mut window = |e: &mut Evidence, scan: u64, faults: &[(usize, u64)]| {
+            for &(n, f) in faults {
+                e.add(7, n, f, 2);
+            }
+            e.period = 1;
+            assert!(e.arm_due(scan, &both));
+            e.use_of(7)
+        };
+        assert_eq!(e.use_of(7), Use::Shared); // never written
+        assert_eq!(window(&mut e, 1, &[(1, 1)]), Use::Settling);
+        assert_eq!(window(&mut e, 2, &[(1, 1)]), Use::Private(1));
+        // its writer moved: settling, not shared, not private to either yet
+        assert_eq!(window(&mut e, 3, &[(0, 1)]), Use::Settling);
+        assert_eq!(window(&mut e, 4, &[(0, 1)]), Use::Private(0));
+        // a window without writes changes nothing
+        assert_eq!(window(&mut e, 5, &[]), Use::Private(0));
+        // written from both nodes in one window: shared, for two windows
+        assert_eq!(window(&mut e, 6, &[(0, 3), (1, 2)]), Use::Shared);
+        assert_eq!(window(&mut e, 7, &[(1, 1)]), Use::Shared);
+        assert_eq!(window(&mut e, 8, &[(1, 1)]), Use::Private(1));
+        assert_eq!(e.counts(), (1, 0, 0));
+        // forgotten after FORGET_WINDOWS windows without writes
+        for s in 9..9 + FORGET_WINDOWS as u64 {
+            window(&mut e, s, &[]);
+        }
+        assert!(e.chunks.is_empty());
     }
 
     #[test]
@@ -309,19 +397,15 @@ mod tests {
     }
 
     #[test]
-    fn arming_backs_off_while_idle_and_evidence_decays() {
+    fn arming_backs_off_while_idle() {
         let both = [true, true];
         let mut e = Evidence::default();
         assert!(!e.ready(1));
         assert!(e.arm_due(1, &both));
         assert!(!e.ready(1) && e.ready(2));
-        e.add(7, 1, 8, 2);
-        assert_eq!(e.use_of(7), Use::Private(1));
-        assert_eq!(e.use_of(8), Use::Shared);
         // idle passes double the period
         e.settle(true);
         assert!(e.arm_due(2, &both));
-        assert_eq!(e.chunks[&7], vec![0.0, 4.0]);
         assert!(!e.arm_due(3, &both));
         assert!(e.arm_due(4, &both));
         e.settle(true);
@@ -340,10 +424,5 @@ mod tests {
         assert_eq!(e.active, vec![true, true, true]);
         assert!(e.arm_due(8, &[true, true, false]));
         assert_eq!((e.active.clone(), e.period), (vec![true, true, false], 1));
-        // decayed below a quarter of MIN_FAULTS: forgotten
-        for s in 9..15 {
-            e.arm_due(s, &[true, true, true]);
-        }
-        assert!(e.chunks.is_empty());
     }
 }

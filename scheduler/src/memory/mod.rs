@@ -517,7 +517,8 @@ impl Placer {
                 self.anon_pages(&vmas)
             };
             let loc = locality(&p.node_rt, &pages);
-            let (private_chunks, shared_chunks) = self.evidence.get(&pid).map_or((0, 0), |e| e.counts());
+            let (private_chunks, shared_chunks, settling_chunks) =
+                self.evidence.get(&pid).map_or((0, 0, 0), |e| e.counts());
             if !reuse {
                 seen_pages.push((pid, pages.clone()));
             }
@@ -536,6 +537,7 @@ impl Placer {
                     bound_node: p.bound.map(|n| n as i32).unwrap_or(-1),
                     private_chunks,
                     shared_chunks,
+                    settling_chunks,
                 },
             );
         }

@@ -25,7 +25,7 @@
 //! Knob: `--memory=off|local|spread`. Stats: per process (memory_procs)
 //! pages_node, rss_mb (anonymous pages from numa_maps).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -107,6 +107,8 @@ pub enum Target {
 pub struct Mixed {
     /// chunks (address >> CHUNK_SHIFT) private to a node
     pub private: HashMap<u64, usize>,
+    /// chunks changing hands (Use::Settling): left where they are
+    pub hold: HashSet<u64>,
     /// the process's plan for its shared pages
     pub shared: Arc<SharedPlan>,
 }
@@ -117,10 +119,14 @@ impl Target {
         match self {
             Target::Keep => None,
             Target::Node(n) => (cur != *n).then_some(*n),
-            Target::Mixed(m) => match m.private.get(&(addr >> CHUNK_SHIFT)) {
-                Some(&n) => (cur != n).then_some(n),
-                None => m.shared.want(addr >> CHUNK_SHIFT, cur),
-            },
+            Target::Mixed(m) => {
+                let c = addr >> CHUNK_SHIFT;
+                match m.private.get(&c) {
+                    Some(&n) => (cur != n).then_some(n),
+                    None if m.hold.contains(&c) => None,
+                    None => m.shared.want(c, cur),
+                }
+            }
         }
     }
 }
@@ -148,19 +154,27 @@ fn chunks(start: u64, end: u64) -> std::ops::RangeInclusive<u64> {
 }
 
 /// A mapping of a process spanning nodes (`--memory=spread`): private
-/// chunks to their node, shared pages by the process's SharedPlan.
+/// chunks to their node, settling chunks left alone, shared pages by the
+/// process's SharedPlan.
 pub fn plan_spanning_vma(v: &Vma, end: u64, ev: &Evidence, shared: &Arc<SharedPlan>) -> Target {
     if !movable(v) {
         return Target::Keep;
     }
-    let private: HashMap<u64, usize> = chunks(v.start, end)
-        .filter_map(|c| match ev.use_of(c) {
-            Use::Private(n) => Some((c, n)),
-            Use::Shared => None,
-        })
-        .collect();
+    let mut private = HashMap::new();
+    let mut hold = HashSet::new();
+    for c in chunks(v.start, end) {
+        match ev.use_of(c) {
+            Use::Private(n) => {
+                private.insert(c, n);
+            }
+            Use::Settling => {
+                hold.insert(c);
+            }
+            Use::Shared => {}
+        }
+    }
     let on = |n: usize| v.nodes.get(n).copied().unwrap_or(0);
-    if private.is_empty() {
+    if private.is_empty() && hold.is_empty() {
         // all shared: only if a node holding some of it gives pages away
         if (0..v.nodes.len()).all(|n| on(n) == 0 || shared.give.get(n).copied().unwrap_or(1.0) <= 0.0) {
             return Target::Keep;
@@ -173,7 +187,7 @@ pub fn plan_spanning_vma(v: &Vma, end: u64, ev: &Evidence, shared: &Arc<SharedPl
             return if on(n) == v.total() { Target::Keep } else { Target::Node(n) };
         }
     }
-    Target::Mixed(Box::new(Mixed { private, shared: shared.clone() }))
+    Target::Mixed(Box::new(Mixed { private, hold, shared: shared.clone() }))
 }
 
 impl Placer {
@@ -385,13 +399,17 @@ mod tests {
         assert_eq!(plan_vma(MemoryMode::Spread, &b, 0), Target::Keep);
     }
 
-    /// Evidence of `faults[n]` write faults from node n in each chunk of [start, start + nr chunks).
+    /// Evidence of two windows, each with `faults[n]` write faults from node
+    /// n in each chunk of [start, start + nr chunks).
     fn evidence(start: u64, faults: &[&[u64]]) -> Evidence {
         let mut e = Evidence::default();
-        for (i, f) in faults.iter().enumerate() {
-            for (n, &c) in f.iter().enumerate() {
-                e.add((start >> CHUNK_SHIFT) + i as u64, n, c, f.len());
+        for scan in 1..=2 {
+            for (i, f) in faults.iter().enumerate() {
+                for (n, &c) in f.iter().enumerate() {
+                    e.add((start >> CHUNK_SHIFT) + i as u64, n, c, f.len());
+                }
             }
+            e.arm_due(scan, &[true, true]);
         }
         e
     }
@@ -424,8 +442,17 @@ mod tests {
         assert_eq!(t.want(start + MB2 + 4096, 0), Some(1));
         assert_eq!(t.want(start + 4096, 1), Some(0));
         assert_eq!(t.want(start + 2 * MB2, 0), None);
+        // a chunk whose writer just moved is left where it is
+        let mut e = evidence(start, &[&[6, 0], &[0, 6], &[3, 3], &[0, 0]]);
+        e.add(start >> CHUNK_SHIFT, 1, 1, 2);
+        e.arm_due(3, &[true, true]);
+        let t = plan_spanning_vma(&v, end, &e, &lopsided);
+        let Target::Mixed(m) = &t else { panic!("{t:?}") };
+        assert_eq!(m.hold, HashSet::from([start >> CHUNK_SHIFT]));
+        assert_eq!(t.want(start + 4096, 0), None);
+        assert_eq!(t.want(start + 4096, 1), None);
         // every chunk private to one node: the whole mapping goes there
-        let e = evidence(start, &[&[0, 6], &[0, 6], &[1, 9], &[0, 3]]);
+        let e = evidence(start, &[&[0, 6], &[0, 6], &[1, 19], &[0, 3]]);
         assert_eq!(plan_spanning_vma(&v, end, &e, &even), Target::Node(1));
         let on1 = Vma { start, ..vma(1024, &[0, 1024]) };
         assert_eq!(plan_spanning_vma(&on1, end, &e, &even), Target::Keep);

@@ -31,10 +31,12 @@ pub struct MemProc {
     pub runtime_ms: f64,
     #[stat(desc = "node its threads are bound to (--memory-node-affinity), -1 if none")]
     pub bound_node: i32,
-    #[stat(desc = "2 MB chunks written from one node only (private), for a process spanning nodes")]
+    #[stat(desc = "2 MB chunks written from one node in their last two windows (private), for a process spanning nodes")]
     pub private_chunks: u64,
     #[stat(desc = "2 MB chunks written from several nodes (shared), for a process spanning nodes")]
     pub shared_chunks: u64,
+    #[stat(desc = "2 MB chunks whose writer node changed (settling: left where they are)")]
+    pub settling_chunks: u64,
 }
 
 /// Pages move_pages(2) did not move, by cause: per-page status or the
