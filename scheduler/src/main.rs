@@ -283,7 +283,7 @@ impl<'a> Scheduler<'a> {
         // Memory placement runs on its own thread (never in this loop).
         let memory_faults = if count_faults {
             match (MapHandle::try_from(&skel.maps.mem_watch), MapHandle::try_from(&skel.maps.mem_faults)) {
-                (Ok(watch), Ok(faults)) => Some(memory::evidence::Maps { watch, faults }),
+                (Ok(watch), Ok(faults)) => Some(memory::evidence::Maps::new(watch, faults)),
                 (Err(e), _) | (_, Err(e)) => {
                     warn!("memory: no fault counters ({e}); every chunk of a process spanning nodes counts as shared");
                     None

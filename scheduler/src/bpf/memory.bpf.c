@@ -11,16 +11,17 @@
  * write to each page faults once. This program counts, for the processes
  * the agent watches (mem_watch: processes whose threads run on several
  * nodes), the user page faults per 2 MB chunk of address space and per
- * node of the faulting CPU. The agent drains the counts every pass and
- * decides: a chunk written from one node only is private to it, one
- * written from several nodes is shared.
+ * node of the faulting CPU. The counts only grow (an update is an atomic
+ * add; only a new key takes the map's locks); the agent reads them every
+ * pass, keeps the rise, and decides: a chunk written from one node only
+ * is private to it, one written from several nodes is shared.
  *
  * What it cannot see: reads (a read-mostly private buffer looks like
  * memory with no evidence, which the agent treats as shared), and which
  * thread of a node wrote (node granularity is what placement needs).
  *
  * Cost: one hash lookup per user page fault of any process (the watch
- * test), a hash update per fault of a watched one. Loaded only when
+ * test), a lookup and an atomic add per fault of a watched one. Loaded only when
  * memory placement is on (main.rs turns autoload off otherwise).
  */
 #include "locality.bpf.h"
@@ -36,7 +37,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MEM_FAULTS_MAX);
 	__type(key, struct mem_fault_key);
-	__type(value, u64);	/* faults since the agent last drained it */
+	__type(value, u64);	/* faults so far: the agent keeps the rise between two reads */
 } mem_faults SEC(".maps");
 
 SEC("fentry/handle_mm_fault")

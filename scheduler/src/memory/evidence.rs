@@ -45,6 +45,7 @@
 //! No knob of its own: it is how `--memory=spread` tells private from
 //! shared. Stats: per process (memory_procs) private_chunks, shared_chunks.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -281,32 +282,70 @@ pub fn arm(pid: u32) -> std::io::Result<()> {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "4")
 }
 
-/// The BPF maps of memory.bpf.c.
+/// The BPF maps of memory.bpf.c. The counts stay in the map and only grow
+/// (an update of an existing key is one atomic add in BPF, an insert takes
+/// the map's locks): each drain reads them all and keeps the difference.
 pub struct Maps {
     pub watch: MapHandle,
     pub faults: MapHandle,
+    /// the count of each key at the last drain
+    seen: RefCell<HashMap<[u8; 16], u64>>,
+}
+
+/// (tgid, chunk, node) of a mem_faults key.
+fn key_fields(k: &[u8; 16]) -> (u32, u64, usize) {
+    let tgid = u32::from_ne_bytes(k[0..4].try_into().unwrap());
+    let node = u32::from_ne_bytes(k[4..8].try_into().unwrap()) as usize;
+    let chunk = u64::from_ne_bytes(k[8..16].try_into().unwrap());
+    (tgid, chunk, node)
+}
+
+/// Faults since the last read: the rise of each count (a count below the
+/// last one is a key evicted and inserted again: all of it is new).
+pub fn rises(now: &[([u8; 16], u64)], seen: &HashMap<[u8; 16], u64>) -> Vec<(u32, u64, usize, u64)> {
+    now.iter()
+        .filter_map(|(k, n)| {
+            let before = seen.get(k).copied().filter(|&b| b <= *n).unwrap_or(0);
+            let (tgid, chunk, node) = key_fields(k);
+            (*n > before).then_some((tgid, chunk, node, n - before))
+        })
+        .collect()
 }
 
 impl Maps {
-    /// Count (or stop counting) the faults of this process.
-    pub fn watch(&self, pid: u32, on: bool) {
-        let key = pid.to_ne_bytes();
-        let _ = if on { self.watch.update(&key, &[1u8], MapFlags::ANY) } else { self.watch.delete(&key) };
+    pub fn new(watch: MapHandle, faults: MapHandle) -> Maps {
+        Maps { watch, faults, seen: RefCell::new(HashMap::new()) }
     }
 
-    /// Every count since the last drain: (tgid, chunk, node, faults).
+    /// Count (or stop counting, and drop the counts of) this process.
+    pub fn watch(&self, pid: u32, on: bool) {
+        let key = pid.to_ne_bytes();
+        if on {
+            let _ = self.watch.update(&key, &[1u8], MapFlags::ANY);
+            return;
+        }
+        let _ = self.watch.delete(&key);
+        self.seen.borrow_mut().retain(|k, _| {
+            let mine = key_fields(k).0 == pid;
+            if mine {
+                let _ = self.faults.delete(k);
+            }
+            !mine
+        });
+    }
+
+    /// Every fault since the last drain: (tgid, chunk, node, faults).
     pub fn drain(&self) -> Vec<(u32, u64, usize, u64)> {
-        let Ok(it) = self.faults.lookup_and_delete_batch(1024, MapFlags::ANY, MapFlags::ANY) else {
+        let Ok(it) = self.faults.lookup_batch(1024, MapFlags::ANY, MapFlags::ANY) else {
             return vec![];
         };
-        it.filter_map(|(k, v)| {
-            let tgid = u32::from_ne_bytes(k.get(0..4)?.try_into().ok()?);
-            let node = u32::from_ne_bytes(k.get(4..8)?.try_into().ok()?) as usize;
-            let chunk = u64::from_ne_bytes(k.get(8..16)?.try_into().ok()?);
-            let n = u64::from_ne_bytes(v.get(0..8)?.try_into().ok()?);
-            Some((tgid, chunk, node, n))
-        })
-        .collect()
+        let now: Vec<([u8; 16], u64)> = it
+            .filter_map(|(k, v)| Some((k.get(0..16)?.try_into().ok()?, u64::from_ne_bytes(v.get(0..8)?.try_into().ok()?))))
+            .collect();
+        let mut seen = self.seen.borrow_mut();
+        let out = rises(&now, &seen);
+        *seen = now.into_iter().collect();
+        out
     }
 }
 
@@ -319,6 +358,22 @@ mod tests {
         assert_eq!(std::mem::size_of::<bpf_intf::mem_fault_key>(), 16);
         assert_eq!(std::mem::offset_of!(bpf_intf::mem_fault_key, node), 4);
         assert_eq!(std::mem::offset_of!(bpf_intf::mem_fault_key, chunk), 8);
+    }
+
+    #[test]
+    fn drains_keep_the_rise_of_each_count() {
+        let key = |tgid: u32, node: u32, chunk: u64| {
+            let mut k = [0u8; 16];
+            k[0..4].copy_from_slice(&tgid.to_ne_bytes());
+            k[4..8].copy_from_slice(&node.to_ne_bytes());
+            k[8..16].copy_from_slice(&chunk.to_ne_bytes());
+            k
+        };
+        let seen = HashMap::from([(key(7, 1, 3), 5), (key(7, 0, 4), 9)]);
+        let now = [(key(7, 1, 3), 8), (key(7, 0, 4), 2), (key(8, 1, 9), 1), (key(7, 1, 5), 0)];
+        // risen by 3; evicted and counted again from 0; new; nothing yet
+        assert_eq!(rises(&now, &seen), vec![(7, 3, 1, 3), (7, 4, 0, 2), (8, 9, 1, 1)]);
+        assert_eq!(rises(&now[..1], &HashMap::from([(key(7, 1, 3), 8)])), vec![]);
     }
 
     #[test]
