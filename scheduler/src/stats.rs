@@ -231,6 +231,8 @@ loc_stats!(metrics_with_counters! {
         pub memory_skip_mempolicy: u64,
         #[stat(desc = "memory placement: pids seen again with another start time (state of the old process dropped)")]
         pub memory_pid_reused: u64,
+        #[stat(desc = "memory placement: CPU time of its thread, ms (sampling /proc, planning, moving)")]
+        pub memory_cpu_ms: u64,
         #[stat(desc = "memory placement: per process home, active nodes, locality")]
         pub memory_procs: Vec<MemProc>,
     }
@@ -259,6 +261,7 @@ impl Metrics {
         self.memory_skip_cpuset = m.skip_cpuset;
         self.memory_skip_mempolicy = m.skip_mempolicy;
         self.memory_pid_reused = m.pid_reused;
+        self.memory_cpu_ms = m.cpu_ns / 1_000_000;
         let mut procs: Vec<MemProc> = m.procs.values().cloned().collect();
         procs.sort_by(|a, b| b.runtime_ms.total_cmp(&a.runtime_ms));
         procs.truncate(16);
@@ -311,6 +314,7 @@ impl Metrics {
             memory_skip_cpuset: d(self.memory_skip_cpuset, prev.memory_skip_cpuset),
             memory_skip_mempolicy: d(self.memory_skip_mempolicy, prev.memory_skip_mempolicy),
             memory_pid_reused: d(self.memory_pid_reused, prev.memory_pid_reused),
+            memory_cpu_ms: d(self.memory_cpu_ms, prev.memory_cpu_ms),
             memory_procs: self.memory_procs.clone(),
             ..self.counters_minus(prev)
         }
@@ -363,6 +367,7 @@ impl Metrics {
             memory_skip_cpuset: self.memory_skip_cpuset + other.memory_skip_cpuset,
             memory_skip_mempolicy: self.memory_skip_mempolicy + other.memory_skip_mempolicy,
             memory_pid_reused: self.memory_pid_reused + other.memory_pid_reused,
+            memory_cpu_ms: self.memory_cpu_ms + other.memory_cpu_ms,
             memory_procs: other.memory_procs.clone(),
             ..self.counters_plus(other)
         }
@@ -544,14 +549,16 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  memory left alone: rule={} mlock={} cpuset={} mempolicy={}  pid_reused={}  affinity binds={} unbinds={}",
+            "  memory left alone: rule={} mlock={} cpuset={} mempolicy={}  pid_reused={}  affinity binds={} unbinds={}  \
+             cpu={}ms",
             self.memory_skip_rule,
             self.memory_skip_mlock,
             self.memory_skip_cpuset,
             self.memory_skip_mempolicy,
             self.memory_pid_reused,
             self.memory_affinity_binds,
-            self.memory_affinity_unbinds
+            self.memory_affinity_unbinds,
+            self.memory_cpu_ms
         )?;
         for p in &self.memory_procs {
             writeln!(
@@ -834,6 +841,7 @@ mod tests {
             skip_cpuset: 8,
             skip_mempolicy: 9,
             pid_reused: 10,
+            cpu_ns: 11_000_000,
             ..Default::default()
         };
         ms.procs.insert(42, MemProc { tgid: 42, ..Default::default() });
@@ -887,7 +895,7 @@ mod tests {
   load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
   cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
   memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0) peak=0.0MB/s waits=0
-  memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0
+  memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0  cpu=0ms
 ";
         let got = String::from_utf8(out).unwrap();
         for (g, w) in got.lines().zip(want.lines()) {

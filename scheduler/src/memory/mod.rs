@@ -279,6 +279,13 @@ pub(crate) struct Placer {
     evidence: HashMap<u32, evidence::Evidence>,
 }
 
+/// CPU time of the calling thread (clock_gettime(CLOCK_THREAD_CPUTIME_ID)).
+fn thread_cpu_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
@@ -402,6 +409,8 @@ impl Placer {
             let before = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
             self.place(stop, deadline);
             let after = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
+            let cpu = thread_cpu_ns();
+            self.stats.lock().map(|mut s| s.cpu_ns = cpu).ok();
             log::debug!(
                 "memory: scan {} sample {:?} place {:?} procs {} moved {} pages, {} budget waits, {} calls",
                 self.scan,

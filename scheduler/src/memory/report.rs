@@ -97,5 +97,7 @@ pub struct MemStats {
     pub skip_mempolicy: u64,
     /// pids seen again with another start time
     pub pid_reused: u64,
+    /// CPU time the memory thread used
+    pub cpu_ns: u64,
     pub procs: BTreeMap<u32, MemProc>,
 }
