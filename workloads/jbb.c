@@ -36,6 +36,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "numa_sysfs.h"
+
 #define STRIPES 64
 #define MAX_NODES 64
 #define MAX_CPUS 4096
@@ -86,32 +88,6 @@ static long items_per_wh;
 static _Atomic int stop, measuring;
 static short cpu_node[MAX_CPUS];
 
-/* CPU -> node from sysfs (node<N>/cpulist); CPUs of no node read as node 0. */
-static void read_cpu_nodes(void)
-{
-	for (int n = 0; n < MAX_NODES; n++) {
-		char path[96], line[4096], *p;
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", n);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(line, sizeof(line), f))
-			for (p = line; *p && *p != '\n';) {
-				long a = strtol(p, &p, 10), b = a;
-
-				if (*p == '-')
-					b = strtol(p + 1, &p, 10);
-				for (long c = a; c <= b && c < MAX_CPUS; c++)
-					cpu_node[c] = (short)n;
-				if (*p == ',')
-					p++;
-			}
-		fclose(f);
-	}
-}
-
 /* Share of the resident pages of the warehouses' tables on `node`. */
 static double heap_local(int node)
 {
@@ -145,24 +121,6 @@ static double heap_local(int node)
 	free(pages);
 	free(status);
 	return present ? (double)here / (double)present : -1;
-}
-
-/* One counter of /proc/vmstat; 0 if absent. */
-static unsigned long long vmstat(const char *name)
-{
-	char key[128];
-	unsigned long long v, found = 0;
-	FILE *f = fopen("/proc/vmstat", "r");
-
-	if (!f)
-		return 0;
-	while (fscanf(f, "%127s %llu", key, &v) == 2)
-		if (!strcmp(key, name)) {
-			found = v;
-			break;
-		}
-	fclose(f);
-	return found;
 }
 
 /* Resident pages of [a, a + bytes) per node, added to per_node[]; returns how many were resident. */
@@ -468,7 +426,7 @@ int main(int argc, char **argv)
 	double local;
 
 	nr_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	read_cpu_nodes();
+	read_cpu_nodes(cpu_node, MAX_CPUS, NULL, MAX_NODES);
 	nr_wh = 0;
 	while ((opt = getopt(argc, argv, "t:W:m:r:w:s:")) != -1) {
 		switch (opt) {

@@ -55,6 +55,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "numa_sysfs.h"
+
 #define MAX_NODES 64
 #define MAX_CPUS 4096
 #define PRIVATE_CHUNK (64UL << 10) /* bytes of the private buffer one operation passes over */
@@ -79,58 +81,11 @@ static int node_nr_cpus[MAX_NODES];
 static pthread_barrier_t ready;
 static _Atomic int stop, measuring;
 
-/* CPU -> node and CPUs per node from sysfs (node<N>/cpulist); nr_nodes is one past the highest node seen. */
-static void read_cpu_nodes(void)
-{
-	for (int n = 0; n < MAX_NODES; n++) {
-		char path[96], line[4096], *p;
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", n);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		nr_nodes = n + 1;
-		if (fgets(line, sizeof(line), f))
-			for (p = line; *p && *p != '\n';) {
-				long a = strtol(p, &p, 10), b = a;
-
-				if (*p == '-')
-					b = strtol(p + 1, &p, 10);
-				for (long c = a; c <= b && c < MAX_CPUS; c++, node_nr_cpus[n]++)
-					cpu_node[c] = (short)n;
-				if (*p == ',')
-					p++;
-			}
-		fclose(f);
-	}
-	if (!nr_nodes)
-		nr_nodes = 1;
-}
-
 static int current_node(void)
 {
 	int cpu = sched_getcpu();
 
 	return cpu >= 0 && cpu < MAX_CPUS ? cpu_node[cpu] : 0;
-}
-
-/* One counter of /proc/vmstat; 0 if absent. */
-static unsigned long long vmstat(const char *name)
-{
-	char key[128];
-	unsigned long long v, found = 0;
-	FILE *f = fopen("/proc/vmstat", "r");
-
-	if (!f)
-		return 0;
-	while (fscanf(f, "%127s %llu", key, &v) == 2)
-		if (!strcmp(key, name)) {
-			found = v;
-			break;
-		}
-	fclose(f);
-	return found;
 }
 
 /* A figure line; the instance is appended when -s was given. */
@@ -267,7 +222,7 @@ int main(int argc, char **argv)
 	char list[4 * MAX_NODES + 1] = "";
 	double imbalance = 0, bytes_per_op;
 
-	read_cpu_nodes();
+	nr_nodes = read_cpu_nodes(cpu_node, MAX_CPUS, node_nr_cpus, MAX_NODES);
 	nr_workers = 0;
 	while ((opt = getopt_long(argc, argv, "t:N:S:P:r:w:i:s:", longopts, NULL)) != -1) {
 		switch (opt) {

@@ -247,7 +247,6 @@ impl Placer {
     /// Move one mapping, if the process is still the one sampled, the
     /// mapping is not backing off and its target lies in the process's
     /// cpuset; false if the pass must end (deadline, stop, process gone).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn move_vma(
         &mut self,
         pid: u32,
@@ -282,7 +281,6 @@ impl Placer {
 
     /// Query and move one mapping; false if the pass must end (deadline,
     /// stop, process gone).
-    #[allow(clippy::too_many_arguments)]
     fn move_vma_pages(
         &mut self,
         pid: u32,
