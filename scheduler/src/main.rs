@@ -327,7 +327,7 @@ impl<'a> Scheduler<'a> {
             memory_last: Default::default(),
             home_gen: 0,
             server,
-            nr_llcs: topo.nr_llcs as usize,
+            nr_llcs: topo.nr_llcs,
             cache_top: if cache_on { opts.cache_top as usize } else { 0 },
             cache_seen: BTreeMap::new(),
             cache_last: std::time::Instant::now(),

@@ -81,7 +81,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     // by default only where a node holds several LLCs: elsewhere there is
     // nothing to gather and the accounting would be cost without use
     let cache_wanted = opts.cache_aware().unwrap_or_else(|| topo.node_has_several_llcs());
-    let cache_on = cache_wanted && (topo.nr_llcs as usize) <= cache::CACHE_MAX_LLCS;
+    let cache_on = cache_wanted && topo.nr_llcs <= cache::CACHE_MAX_LLCS;
     if cache_wanted && !cache_on {
         warn!(
             "cache-aware scheduling off: {} LLCs, more than the {} it tracks",
