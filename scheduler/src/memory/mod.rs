@@ -49,8 +49,10 @@
 //! Stats (in Metrics, see stats.rs): memory_mode, memory_budget_mbps,
 //! memory_scans, memory_pages_migrated, memory_mb_migrated,
 //! memory_move_failed (pages the kernel refused), memory_peak_mbps (the
-//! largest one-second window seen), memory_budget_waits, and memory_procs:
-//! per process home node, active nodes, RSS and memory locality = the
+//! largest one-second window seen), memory_budget_waits, memory_cpu_ms (the
+//! thread's CPU time; move_pages copies pages on it), and memory_procs:
+//! per process home node, active nodes, RSS, its chunks by use for a
+//! process spanning nodes (evidence.rs), and memory locality = the
 //! overlap of the process's runtime distribution over nodes with its
 //! resident (anonymous) pages' distribution, sum over nodes of
 //! min(runtime share, page share): for a single-node process exactly the
