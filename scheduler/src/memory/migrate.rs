@@ -223,7 +223,7 @@ pub fn failures(status: &[i32], call: Result<i64, i32>) -> Fails {
 
 /// move_pages(2); Err(errno) on failure. (libc::syscall: nix and rustix
 /// do not wrap it, glibc leaves it to libnuma.)
-pub(super) fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status: &mut [i32]) -> Result<i64, i32> {
+fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status: &mut [i32]) -> Result<i64, i32> {
     let ptrs: Vec<*mut libc::c_void> = addrs.iter().map(|&a| a as *mut libc::c_void).collect();
     let r = unsafe {
         libc::syscall(
@@ -241,6 +241,13 @@ pub(super) fn move_pages(pid: u32, addrs: &[u64], nodes: Option<&[i32]>, status:
     } else {
         Ok(r as i64)
     }
+}
+
+/// The node of each page (move_pages(2) with nodes = NULL only asks); a
+/// negative entry is that page's error (-ENOENT: not present).
+pub(super) fn page_nodes(pid: u32, addrs: &[u64]) -> Result<Vec<i32>, i32> {
+    let mut status = vec![0i32; addrs.len()];
+    move_pages(pid, addrs, None, &mut status).map(|_| status)
 }
 
 impl Placer {
@@ -312,46 +319,39 @@ impl Placer {
                 regions.push((a, re));
                 a = re;
             }
-            let heads: Vec<(u64, i32)> = match target {
+            // (start, end, target node) of the regions that move
+            let moves: Vec<(u64, u64, i32)> = match target {
                 Target::Keep => vec![],
-                Target::Node(n) => regions.iter().map(|&(rs, _)| (rs, *n as i32)).collect(),
+                Target::Node(n) => regions.iter().map(|&(rs, re)| (rs, re, *n as i32)).collect(),
                 Target::Mixed(_) => {
                     // where each region is now decides where it goes
                     let first: Vec<u64> = regions.iter().map(|&(rs, _)| rs).collect();
-                    let mut st = vec![0i32; first.len()];
-                    match move_pages(pid, &first, None, &mut st) {
-                        Ok(_) => {}
-                        Err(libc::ESRCH) => {
-                            self.procs.remove(&pid);
-                            return false;
-                        }
-                        Err(_) => return true,
-                    }
-                    first
+                    let st = match page_nodes(pid, &first) {
+                        Ok(st) => st,
+                        Err(e) => return self.query_failed(pid, e),
+                    };
+                    regions
                         .iter()
                         .zip(&st)
-                        .filter_map(|(&rs, &s)| Some((rs, target.want(rs, usize::try_from(s).ok()?)? as i32)))
+                        .filter_map(|(&(rs, re), &s)| Some((rs, re, target.want(rs, usize::try_from(s).ok()?)? as i32)))
                         .collect()
                 }
             };
-            if !heads.is_empty() && !self.move_batch(pid, &heads, stop, deadline) {
+            if moves.is_empty() {
+                addr = a;
+                continue;
+            }
+            let heads: Vec<(u64, i32)> = moves.iter().map(|&(rs, _, n)| (rs, n)).collect();
+            if !self.move_batch(pid, &heads, stop, deadline) {
                 self.cursor.insert(key, addr);
                 return false;
             }
-            let lasts: Vec<u64> = heads.iter().map(|&(rs, _)| ((rs / HUGE + 1) * HUGE).min(end) - page).collect();
-            let mut st = vec![0i32; lasts.len()];
-            if !lasts.is_empty() {
-                match move_pages(pid, &lasts, None, &mut st) {
-                    Ok(_) => {}
-                    Err(libc::ESRCH) => {
-                        self.procs.remove(&pid);
-                        return false;
-                    }
-                    Err(_) => return true,
-                }
-            }
-            for (&(rs, n), &s) in heads.iter().zip(&st) {
-                let re = ((rs / HUGE + 1) * HUGE).min(end);
+            let lasts: Vec<u64> = moves.iter().map(|&(_, re, _)| re - page).collect();
+            let st = match page_nodes(pid, &lasts) {
+                Ok(st) => st,
+                Err(e) => return self.query_failed(pid, e),
+            };
+            for (&(rs, re, n), &s) in moves.iter().zip(&st) {
                 if s == n {
                     continue;
                 }
@@ -369,6 +369,17 @@ impl Placer {
             addr = a;
         }
         self.cursor.remove(&key);
+        true
+    }
+
+    /// A query of the pages' nodes failed with `errno`: false (end the
+    /// pass) if the process is gone, which drops it; true (next mapping,
+    /// e.g. EFAULT: the mapping changed) otherwise.
+    fn query_failed(&mut self, pid: u32, errno: i32) -> bool {
+        if errno == libc::ESRCH {
+            self.procs.remove(&pid);
+            return false;
+        }
         true
     }
 

@@ -229,6 +229,11 @@ pub(crate) struct Proc {
 }
 
 impl Proc {
+    /// Its threads run on more than one node (its active set).
+    pub(crate) fn spans_nodes(&self) -> bool {
+        self.active.iter().filter(|&&a| a).count() > 1
+    }
+
     fn new(start: u64, comm: String, mems: Vec<bool>, nr_nodes: usize) -> Proc {
         Proc {
             start,
@@ -465,7 +470,7 @@ impl Placer {
         let spanning: Vec<(u32, Vec<bool>)> = self
             .procs
             .iter()
-            .filter(|(_, p)| spread && p.active.iter().filter(|&&a| a).count() > 1)
+            .filter(|(_, p)| spread && p.spans_nodes())
             .map(|(&pid, p)| (pid, p.active.clone()))
             .collect();
         let keep: std::collections::HashSet<u32> = spanning.iter().map(|(pid, _)| *pid).collect();

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::evidence::{Evidence, SharedPlan, Use, CHUNK_SHIFT};
-use super::migrate::{move_pages, vma_ends};
+use super::migrate::{page_nodes, vma_ends};
 use super::{read, MemoryMode, Placer, QUIET_SCANS};
 
 /// The census of shared pages in mappings that also hold private chunks
@@ -211,7 +211,7 @@ impl Placer {
         let Some(p) = self.procs.get(&pid) else { return };
         let Some(home) = p.home else { return };
         let active = p.active.clone();
-        let spanning = self.o.mode == MemoryMode::Spread && active.iter().filter(|&&a| a).count() > 1;
+        let spanning = self.o.mode == MemoryMode::Spread && p.spans_nodes();
         if self.o.mode == MemoryMode::Spread && !spanning && p.busy > self.node_cpus().get(home).copied().unwrap_or(0) {
             // more busy threads than its home node has CPUs: it spans nodes,
             // its active nodes are still being learnt; pulling everything
@@ -296,12 +296,11 @@ impl Placer {
                 let (cs, ce) = ((c << CHUNK_SHIFT).max(v.start), ((c + 1) << CHUNK_SHIFT).min(end));
                 // one page in CENSUS_STEP stands for its neighbours (a huge page is on one node)
                 let addrs: Vec<u64> = (cs..ce).step_by((self.page * CENSUS_STEP) as usize).collect();
-                let mut st = vec![0i32; addrs.len()];
-                match move_pages(pid, &addrs, None, &mut st) {
-                    Ok(_) => {}
+                let st = match page_nodes(pid, &addrs) {
+                    Ok(st) => st,
                     Err(libc::ESRCH) => return None,
                     Err(_) => continue,
-                }
+                };
                 for s in st {
                     if let Some(o) = usize::try_from(s).ok().and_then(|n| out.get_mut(n)) {
                         *o += CENSUS_STEP;
