@@ -95,10 +95,12 @@ def test_numa_policy_keeps_a_pair_on_one_node_numa2(tmp_path):
     CPU. The share is of the pair's samples after its first second (the bench's co-location, samples.py).
     Measured (bin/lab bench numa-pair, 6 boots): 100% every boot with defaults; with --numa-balance=off 37-100%
     (80% pooled), so a policy that silently did nothing fails this test in most boots. The comparison against
-    the off switch itself is a benchmark (docs/decisions.md), not a bar here: off reaches 100% in some boots."""
+    the off switch itself is a benchmark (docs/decisions.md), not a bar here: off reaches 100% in some boots.
+    The pair runs 4M loops (the bench's 1.5M took under 3 s on a quiet host: too few samples for the bar)."""
     out = tmp_path / "bench"
     r = subprocess.run([LAB, "bench", "--no-build", "--machine", "numa2", "--runs", "1", "--sched", "scx_locality",
-                        "--bench", "numa-pair:pair=hackbench-pair/hackbench-pair-after-stress", "--out", str(out)],
+                        "--bench", "numa-pair:pair=hackbench-pair/hackbench-pair-after-stress:loops=4000000",
+                        "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     res = json.loads((out / "results.json").read_text())
