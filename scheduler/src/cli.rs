@@ -262,6 +262,15 @@ pub struct Opts {
     #[arg(long)]
     pub no_home_node: bool,
 
+    /// Memory placement: do not give threads of a process too big for one
+    /// node homes of their own. By default such a process's busy threads
+    /// each get a home node among the fewest nodes it runs on most that hold
+    /// them all, so each thread's private memory can stay local and the
+    /// process's shared memory is spread over a stable set of nodes
+    /// (home.rs). Implied by --no-home-node.
+    #[arg(long)]
+    pub no_thread_home: bool,
+
     /// Memory placement: period of the /proc scan, in milliseconds.
     #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(100..=60_000))]
@@ -404,6 +413,12 @@ impl Opts {
     /// memory thread (it plans them) and a NUMA policy (it enforces them).
     pub fn home_node(&self) -> bool {
         !self.no_home_node && self.memory_mode() != MemoryMode::Off && self.numa_mode() != NumaBalance::Off
+    }
+
+    /// Thread homes for processes spanning nodes (home.rs): with home
+    /// nodes, unless --no-thread-home.
+    pub fn thread_home(&self) -> bool {
+        self.home_node() && !self.no_thread_home
     }
 }
 
@@ -621,6 +636,10 @@ mod tests {
         assert!(!parse(&["--no-home-node"]).unwrap().home_node());
         assert!(!parse(&["--memory=off"]).unwrap().home_node());
         assert!(!parse(&["--numa-balance=off"]).unwrap().home_node());
+        assert!(o.thread_home());
+        assert!(!parse(&["--no-thread-home"]).unwrap().thread_home());
+        assert!(parse(&["--no-thread-home"]).unwrap().home_node());
+        assert!(!parse(&["--no-home-node"]).unwrap().thread_home());
         assert_eq!(parse(&["--memory=off"]).unwrap().memory_mode(), MemoryMode::Off);
         assert_eq!(parse(&["--memory", "local"]).unwrap().memory, Some(MemoryMode::Local));
         assert_eq!(parse(&["--memory-budget-mbps=1"]).unwrap().memory_budget_mbps, 1);
@@ -690,7 +709,8 @@ mod tests {
         // (new, old): the old one is a hidden alias
         let help = parse(&["--help"]).unwrap_err().to_string();
         // (new, old, a value in range, the field)
-        let pairs: [(&str, &str, u64, fn(&Opts) -> u64); 6] = [
+        type Renamed = (&'static str, &'static str, u64, fn(&Opts) -> u64);
+        let pairs: [Renamed; 6] = [
             ("--heartbeat-us", "--iwq-period-us", 2000, |o| o.heartbeat_us),
             ("--cache-aggr-tolerance", "--aggr-tolerance", 30, |o| o.cache_aggr_tolerance.into()),
             ("--cache-epoch-ms", "--epoch-period-ms", 30, |o| o.cache_epoch_ms),

@@ -271,7 +271,11 @@ impl<'a> Scheduler<'a> {
             opts.cache_epoch_ms,
             opts.memory_mode().name(),
             opts.memory_budget_mbps,
-            on_off(opts.home_node()),
+            match (opts.home_node(), opts.thread_home()) {
+                (false, _) => "off",
+                (true, false) => "process",
+                (true, true) => "process+thread",
+            },
             opts.slice_us,
             if topo.overridden { "override" } else { "sysfs" },
         );
@@ -304,6 +308,7 @@ impl<'a> Scheduler<'a> {
             nr_nodes: topo.nr_nodes,
             node_affinity: opts.memory_node_affinity,
             home_nodes: opts.home_node(),
+            thread_homes: opts.thread_home(),
             scope: memory::scope::Scope {
                 include: opts.memory_include.clone(),
                 exclude: opts.memory_exclude.clone(),

@@ -563,7 +563,7 @@ impl Metrics {
         for p in &self.memory_procs {
             writeln!(
                 w,
-                "    mem  {:>7} {:<16} home={} active={:?} rss={:.1}MB locality={:.1}% pages_node={:?} migrated={}{}",
+                "    mem  {:>7} {:<16} home={} active={:?} rss={:.1}MB locality={:.1}% pages_node={:?} migrated={}{}{}",
                 p.tgid,
                 crate::comm::printable(&p.comm),
                 p.home,
@@ -579,7 +579,8 @@ impl Metrics {
                     )
                 } else {
                     String::new()
-                }
+                },
+                if p.thread_homes.is_empty() { String::new() } else { format!(" thread_homes={:?}", p.thread_homes) }
             )?;
         }
         if !self.bpf_prog.is_empty() {

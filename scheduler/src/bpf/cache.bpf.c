@@ -382,7 +382,7 @@ __hidden void cache_account(struct task_struct *p __arg_trusted, s32 cpu, u64 us
 		 * Not outside the process's home node: the first epoch picks
 		 * one inside it.
 		 */
-		home = task_home(p, NULL);
+		home = task_proc_home(p);
 		init->pref_llc = cache_llc_overloaded(l) ||
 				 (home >= 0 && cache_llc_node(l) != home) ? -1 : (s32)l;
 		init->epoch = ep;
@@ -398,7 +398,7 @@ __hidden void cache_account(struct task_struct *p __arg_trusted, s32 cpu, u64 us
 	e->nr_threads = nt;
 	old = e->epoch;
 	if (ep != old && __sync_val_compare_and_swap(&e->epoch, old, ep) == old)
-		cache_new_epoch(e, ep - old, task_home(p, NULL));
+		cache_new_epoch(e, ep - old, task_proc_home(p));
 
 	/* several CPUs stop threads of one process at once: the decided-on sum is atomic */
 	__sync_fetch_and_add(&e->occ[l & CLLC_MASK], used);

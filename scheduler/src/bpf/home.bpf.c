@@ -22,6 +22,16 @@
  * agent bumps home_gen; a task re-reads its home when its cached
  * generation is older.
  *
+ * Thread homes. A process too big for one node (van Riel 2014's case: its
+ * threads span nodes) gets no process home; instead the agent
+ * (assign_thread_homes()) gives each of its busy threads a home of its own
+ * in thread_home: tid -> node, within the few nodes the process runs on
+ * most, so that each thread's private memory has one node to follow it to
+ * and the process's shared memory a stable set of nodes to spread over.
+ * The kernel's counterpart is the per-task preferred node of NUMA
+ * balancing. Below, "home" is the thread's own where it has one, else its
+ * process's. --no-thread-home turns thread homes off.
+ *
  * Where a home applies (home_enabled; on unless --no-home-node or
  * --memory=off or --numa-balance=off):
  *   1. wake-up (select_cpu): a task away from home takes an idle CPU of its
@@ -58,19 +68,40 @@ struct {
 	__type(value, s32);	/* node */
 } proc_home SEC(".maps");
 
-/* @p's home node, or -1 */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u32);	/* tid */
+	__type(value, s32);	/* node */
+} thread_home SEC(".maps");
+
+static __always_inline s32 home_lookup(void *map, u32 id)
+{
+	s32 *n = bpf_map_lookup_elem(map, &id);
+
+	return n && *n >= 0 && (u32)*n < nr_nodes ? *n : -1;
+}
+
+/* @p's process's home node, or -1 */
+__hidden s32 task_proc_home(struct task_struct *p __arg_trusted)
+{
+	if (!home_enabled || nr_nodes < 2)
+		return -1;
+	return home_lookup(&proc_home, p->tgid);
+}
+
+/* @p's home node (its own, else its process's), or -1 */
 __hidden s32 task_home(struct task_struct *p __arg_trusted, struct task_ctx *tctx)
 {
-	u32 tgid;
-	s32 *n, h;
+	s32 h;
 
 	if (!home_enabled || nr_nodes < 2)
 		return -1;
 	if (tctx && tctx->home_gen == home_gen)
 		return tctx->home;
-	tgid = p->tgid;
-	n = bpf_map_lookup_elem(&proc_home, &tgid);
-	h = n && *n >= 0 && (u32)*n < nr_nodes ? *n : -1;
+	h = home_lookup(&proc_home, p->tgid);
+	if (h < 0)
+		h = home_lookup(&thread_home, p->pid);
 	if (tctx) {
 		tctx->home = h;
 		tctx->home_gen = home_gen;

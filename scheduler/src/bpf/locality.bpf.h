@@ -89,7 +89,7 @@ struct task_ctx {
 	u64 xnode_at;		/* last NUMA-policy node change, 0 never */
 	u64 node_rt;		/* runtime on node rt_node since it came there */
 	s32 rt_node;		/* node of its last run, -1 never */
-	s32 home;		/* its process's home node, -1 none (home.bpf.c) */
+	s32 home;		/* its home node (its own or its process's), -1 none (home.bpf.c) */
 	u64 home_gen;		/* ... as of this home_gen */
 	u32 last_wakee;		/* pid of the last task it woke (push_record_wakee) */
 	u32 wakee_flips;	/* ... how often that changed, halved each second */

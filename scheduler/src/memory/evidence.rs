@@ -392,7 +392,7 @@ mod tests {
     fn private_only_after_two_windows_from_one_node() {
         let both = [true, true];
         let mut e = Evidence::default();
-        let mut window = |e: &mut Evidence, scan: u64, faults: &[(usize, u64)]| {
+        let window = |e: &mut Evidence, scan: u64, faults: &[(usize, u64)]| {
             for &(n, f) in faults {
                 e.add(7, n, f, 2);
             }

@@ -68,7 +68,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::home::Homes;
+use crate::home::{HomePlan, Homes};
 
 pub(crate) mod affinity;
 pub mod evidence;
@@ -142,6 +142,8 @@ pub struct MemOpts {
     pub node_affinity: bool,
     /// plan home nodes for the BPF side (home.rs, home.bpf.c)
     pub home_nodes: bool,
+    /// ... and thread homes for processes spanning nodes
+    pub thread_homes: bool,
     /// the processes it may touch (--memory-include, --memory-exclude)
     pub scope: Scope,
     /// the fault counters of memory.bpf.c (None: every chunk counts as shared)
@@ -205,11 +207,13 @@ pub(crate) struct Proc {
     /// counted in memory_skip_mempolicy
     policy_noted: bool,
     pub(crate) thread_rt: HashMap<u32, u64>,
-    node_rt: Vec<f64>,
+    /// threads busy in the last interval, with the node each last ran on
+    pub(crate) busy_threads: Vec<(u32, Option<usize>)>,
+    pub(crate) node_rt: Vec<f64>,
     total_rt: u64,
     recent: u64,
     pub(crate) home: Option<usize>,
-    active: Vec<bool>,
+    pub(crate) active: Vec<bool>,
     seen: u64,
     migrated: u64,
     /// threads that ran more than a tenth of the last interval
@@ -241,6 +245,7 @@ impl Proc {
             mems,
             policy_noted: false,
             thread_rt: HashMap::new(),
+            busy_threads: vec![],
             node_rt: vec![0.0; nr_nodes],
             total_rt: 0,
             recent: 0,
@@ -260,11 +265,11 @@ impl Proc {
 }
 
 pub(crate) struct Placer {
-    o: MemOpts,
+    pub(crate) o: MemOpts,
     stats: Arc<Mutex<MemStats>>,
     pub(crate) homes: Arc<Mutex<Homes>>,
     /// the home plan last published (home.rs)
-    pub(crate) home_plan: HashMap<u32, usize>,
+    pub(crate) home_plan: HomePlan,
     pub(crate) procs: HashMap<u32, Proc>,
     budget: Budget,
     t0: Instant,
@@ -315,7 +320,7 @@ impl Placer {
             o,
             stats,
             homes,
-            home_plan: HashMap::new(),
+            home_plan: HomePlan::default(),
             procs: HashMap::new(),
             budget,
             t0: Instant::now(),
@@ -363,9 +368,11 @@ impl Placer {
         self.cursor.retain(|(p, _), _| *p != pid);
         let procs = &self.procs;
         self.backoff.retain(|(p, s)| procs.get(&p).is_some_and(|x| x.start == s));
-        if self.home_plan.remove(&pid).is_some() {
+        let threads = self.home_plan.threads.len();
+        self.home_plan.threads.retain(|_, &mut (p, _)| p != pid);
+        if self.home_plan.procs.remove(&pid).is_some() || self.home_plan.threads.len() != threads {
             if let Ok(mut h) = self.homes.lock() {
-                h.map.remove(&pid);
+                h.plan = self.home_plan.clone();
                 h.gen += 1;
             }
         }
@@ -554,6 +561,11 @@ impl Placer {
                     private_chunks,
                     shared_chunks,
                     settling_chunks,
+                    thread_homes: if self.home_plan.threads.values().any(|&(p, _)| p == pid) {
+                        self.home_plan.threads_per_node(pid, self.o.nr_nodes)
+                    } else {
+                        vec![]
+                    },
                 },
             );
         }
@@ -611,6 +623,7 @@ mod tests {
             nr_nodes,
             node_affinity: false,
             home_nodes: false,
+            thread_homes: false,
             scope,
             faults: None,
         }
@@ -648,8 +661,9 @@ mod tests {
         pl.cursor.insert((pid, 0x1000), 0x2000);
         pl.cursor.insert((7, 0x1000), 0x2000);
         pl.backoff.failed((pid, old), 0x1000, 1);
-        pl.home_plan.insert(pid, 1);
-        homes.lock().unwrap().map.insert(pid, 1);
+        pl.home_plan.procs.insert(pid, 1);
+        pl.home_plan.threads.insert(pid + 1, (pid, 0));
+        homes.lock().unwrap().plan = pl.home_plan.clone();
         // the same process: nothing happens
         assert!(!pl.renew(pid, old));
         assert!(pl.procs.contains_key(&pid) && pl.cursor.len() == 2);
@@ -658,9 +672,9 @@ mod tests {
         assert!(!pl.procs.contains_key(&pid));
         assert_eq!(pl.cursor.keys().copied().collect::<Vec<_>>(), vec![(7, 0x1000)]);
         assert!(pl.backoff.due((pid, old), 0x1000, 2) && pl.backoff.len() == 0);
-        assert!(!pl.home_plan.contains_key(&pid));
+        assert!(!pl.home_plan.procs.contains_key(&pid) && pl.home_plan.threads.is_empty());
         let h = homes.lock().unwrap();
-        assert!(!h.map.contains_key(&pid) && h.gen == 1);
+        assert!(h.plan == HomePlan::default() && h.gen == 1);
         assert_eq!(stats.lock().unwrap().pid_reused, 1);
         // the other process is untouched
         assert!(pl.procs.contains_key(&7));

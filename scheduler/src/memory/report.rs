@@ -37,6 +37,8 @@ pub struct MemProc {
     pub shared_chunks: u64,
     #[stat(desc = "2 MB chunks whose writer node changed (settling: left where they are)")]
     pub settling_chunks: u64,
+    #[stat(desc = "its threads with a thread home, per node (a process spanning nodes; empty if none)")]
+    pub thread_homes: Vec<u32>,
 }
 
 /// Pages move_pages(2) did not move, by cause: per-page status or the

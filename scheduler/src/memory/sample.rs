@@ -13,7 +13,8 @@
 //! - Active nodes: a node is active while its runtime is above a third of
 //!   the largest node's. Hysteresis: an inactive node joins at 40% of the
 //!   largest, an active one leaves below 27%; the home node is always
-//!   active. A process with one active node is "single-node".
+//!   active. A process with one active node is "single-node". A process
+//!   given thread homes (../home.rs) is active where they are instead.
 //!
 //! Who: a process is its pid and start time; a pid seen with another start
 //! time is a new process, and what was kept about the old one is dropped
@@ -189,6 +190,7 @@ impl Placer {
         }
         p.recent = 0;
         p.busy = 0;
+        p.busy_threads.clear();
         let busy_ns = self.o.interval_ms * 100_000;
         let Some(tids) = ids(&format!("/proc/{pid}/task")) else { return };
         let mut alive = HashMap::new();
@@ -207,11 +209,13 @@ impl Placer {
                 Some(x) => rt.saturating_sub(x),
                 None => rt,
             };
+            let node = cpu.and_then(|c| self.o.cpu_node.get(c).copied()).filter(|&n| n < nn);
             if d > busy_ns {
                 p.busy += 1;
+                p.busy_threads.push((tid, node));
             }
-            if let Some(node) = cpu.and_then(|c| self.o.cpu_node.get(c).copied()) {
-                if node < nn && d > 0 {
+            if let Some(node) = node {
+                if d > 0 {
                     p.node_rt[node] += d as f64;
                     p.recent += d;
                     p.total_rt += d;
