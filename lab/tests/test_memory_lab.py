@@ -182,3 +182,24 @@ def test_spanning_memory_against_its_off_switch_numaq4():
     assert on["bpf_prog"]["memory_fault"]["run_cnt"] > 0, on["bpf_prog"].keys()
     assert "memory_fault" not in off["bpf_prog"], off["bpf_prog"].keys()
     assert off["memory_pages_migrated"] == 0
+
+
+def test_thread_homes_against_their_off_switch_numaq4(tmp_path):
+    """Thread homes (home.rs assign_thread_homes(), home.bpf.c) against --no-thread-home in one boot: two memspan
+    processes of 4 workers each fill numaq4 (4 nodes x 2 CPUs), so neither fits a node and neither gets a process
+    home. With default flags each worker gets a node of its own and the BPF side keeps it there (home_kept,
+    home_active or xnode_home counted); with --no-thread-home no memspan thread has a home, so nothing is counted.
+    How much more local the workers' private memory ends is a benchmark's figure (memory-span, docs/decisions.md):
+    it depends on how fast the guest copies pages, which a loaded host changes."""
+    out = tmp_path / "bench"
+    r = subprocess.run([LAB, "bench", "--no-build", "--machine", "numaq4", "--runs", "1",
+                        "--sched", "scx_locality,scx_locality:--no-thread-home",
+                        "--bench", "memory-span:instances=2:init=threads", "--out", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    steps = {st["sched"]: st for run_ in json.loads((out / "results.json").read_text())["runs"]
+             for st in run_["steps"]}
+    on, off = steps["scx_locality"]["final_stats"], steps["scx_locality:--no-thread-home"]["final_stats"]
+    acted = {k: on[k] for k in ("home_kept", "home_active", "xnode_home")}
+    assert sum(acted.values()) > 0, acted
+    assert all(off[k] == 0 for k in acted), {k: off[k] for k in acted}
