@@ -207,6 +207,16 @@ struct Scheduler<'a> {
     memory_last: memory::report::MemStats,
     /// Generation of the home plan last written to proc_home.
     home_gen: u64,
+    /// The process's CPU time and the time when this incarnation attached:
+    /// the agent's own cost is counted from there (loading is not).
+    attached: (u64, std::time::Instant),
+}
+
+/// CPU time of the whole process, all threads (CLOCK_PROCESS_CPUTIME_ID).
+fn process_cpu_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
 }
 
 impl<'a> Scheduler<'a> {
@@ -336,6 +346,7 @@ impl<'a> Scheduler<'a> {
             cache_top: if cache_on { opts.cache_top as usize } else { 0 },
             cache_seen: BTreeMap::new(),
             cache_last: std::time::Instant::now(),
+            attached: (process_cpu_ns(), std::time::Instant::now()),
         })
     }
 
@@ -462,6 +473,7 @@ impl<'a> Scheduler<'a> {
             None => self.memory_last.clone(),
         };
         m.set_memory(self.memory_mode.name(), self.memory_budget_mbps, &mem);
+        m.set_agent_cpu(process_cpu_ns().saturating_sub(self.attached.0), self.attached.1.elapsed());
         if let Some(bss) = self.skel.maps.bss_data.as_ref() {
             let n = (self.skel.maps.rodata_data.as_ref().map(|r| r.nr_nodes).unwrap_or(1) as usize)
                 .min(bss.node_load.len());

@@ -191,6 +191,12 @@ loc_stats!(metrics_with_counters! {
         pub cache_procs: Vec<CacheProc>,
         #[stat(desc = "per-callback BPF run time (needs kernel.bpf_stats_enabled=1)")]
         pub bpf_prog: BTreeMap<String, ProgRunTime>,
+        #[stat(desc = "CPU time of the agent process (all its threads, BPF not included) since it attached, ms")]
+        pub agent_cpu_ms: f64,
+        #[stat(desc = "wall time since the agent attached, ms")]
+        pub agent_elapsed_ms: f64,
+        #[stat(desc = "agent_cpu_ms per agent_elapsed_ms: percent of one CPU the agent used")]
+        pub agent_cpu_pct: f64,
         #[stat(desc = "memory placement: mode (off, local, spread)")]
         pub memory_mode: String,
         #[stat(desc = "memory placement: migration budget, MB/s")]
@@ -233,6 +239,18 @@ loc_stats!(metrics_with_counters! {
         pub memory_pid_reused: u64,
         #[stat(desc = "memory placement: CPU time of its thread, ms (sampling /proc, planning, moving)")]
         pub memory_cpu_ms: u64,
+        #[stat(desc = "memory placement: CPU time of its thread sampling /proc and planning home nodes, ms")]
+        pub memory_scan_cpu_ms: u64,
+        #[stat(desc = "memory placement: CPU time of its thread inside move_pages(2) calls that move pages (copying), ms")]
+        pub memory_move_cpu_ms: u64,
+        #[stat(desc = "memory placement: move_pages(2) calls that move pages (each drains every CPU's LRU caches)")]
+        pub memory_move_calls: u64,
+        #[stat(desc = "memory placement: /proc/PID/numa_maps reads (each walks the process's page tables)")]
+        pub memory_maps_reads: u64,
+        #[stat(desc = "memory placement: processes a pass left to a later pass (processes or time per pass used up)")]
+        pub memory_scan_deferred: u64,
+        #[stat(desc = "memory placement: times the mover waited for the cap on move_pages(2) calls per second")]
+        pub memory_call_waits: u64,
         #[stat(desc = "memory placement: per process home, active nodes, locality")]
         pub memory_procs: Vec<MemProc>,
     }
@@ -262,6 +280,12 @@ impl Metrics {
         self.memory_skip_mempolicy = m.skip_mempolicy;
         self.memory_pid_reused = m.pid_reused;
         self.memory_cpu_ms = m.cpu_ns / 1_000_000;
+        self.memory_scan_cpu_ms = m.scan_cpu_ns / 1_000_000;
+        self.memory_move_cpu_ms = m.move_cpu_ns / 1_000_000;
+        self.memory_move_calls = m.move_calls;
+        self.memory_maps_reads = m.maps_reads;
+        self.memory_scan_deferred = m.scan_deferred;
+        self.memory_call_waits = m.call_waits;
         let mut procs: Vec<MemProc> = m.procs.values().cloned().collect();
         procs.sort_by(|a, b| b.runtime_ms.total_cmp(&a.runtime_ms));
         procs.truncate(16);
@@ -315,6 +339,14 @@ impl Metrics {
             memory_skip_mempolicy: d(self.memory_skip_mempolicy, prev.memory_skip_mempolicy),
             memory_pid_reused: d(self.memory_pid_reused, prev.memory_pid_reused),
             memory_cpu_ms: d(self.memory_cpu_ms, prev.memory_cpu_ms),
+            memory_scan_cpu_ms: d(self.memory_scan_cpu_ms, prev.memory_scan_cpu_ms),
+            memory_move_cpu_ms: d(self.memory_move_cpu_ms, prev.memory_move_cpu_ms),
+            memory_move_calls: d(self.memory_move_calls, prev.memory_move_calls),
+            memory_maps_reads: d(self.memory_maps_reads, prev.memory_maps_reads),
+            memory_scan_deferred: d(self.memory_scan_deferred, prev.memory_scan_deferred),
+            memory_call_waits: d(self.memory_call_waits, prev.memory_call_waits),
+            agent_cpu_ms: (self.agent_cpu_ms - prev.agent_cpu_ms).max(0.0),
+            agent_elapsed_ms: (self.agent_elapsed_ms - prev.agent_elapsed_ms).max(0.0),
             memory_procs: self.memory_procs.clone(),
             ..self.counters_minus(prev)
         }
@@ -368,6 +400,14 @@ impl Metrics {
             memory_skip_mempolicy: self.memory_skip_mempolicy + other.memory_skip_mempolicy,
             memory_pid_reused: self.memory_pid_reused + other.memory_pid_reused,
             memory_cpu_ms: self.memory_cpu_ms + other.memory_cpu_ms,
+            memory_scan_cpu_ms: self.memory_scan_cpu_ms + other.memory_scan_cpu_ms,
+            memory_move_cpu_ms: self.memory_move_cpu_ms + other.memory_move_cpu_ms,
+            memory_move_calls: self.memory_move_calls + other.memory_move_calls,
+            memory_maps_reads: self.memory_maps_reads + other.memory_maps_reads,
+            memory_scan_deferred: self.memory_scan_deferred + other.memory_scan_deferred,
+            memory_call_waits: self.memory_call_waits + other.memory_call_waits,
+            agent_cpu_ms: self.agent_cpu_ms + other.agent_cpu_ms,
+            agent_elapsed_ms: self.agent_elapsed_ms + other.agent_elapsed_ms,
             memory_procs: other.memory_procs.clone(),
             ..self.counters_plus(other)
         }
@@ -392,7 +432,19 @@ impl Metrics {
         self.llc_util = util.iter().map(|&l| round2(l as f64 / one)).collect();
     }
 
+    /// Set the agent's CPU time and wall time since it attached.
+    pub fn set_agent_cpu(&mut self, cpu_ns: u64, elapsed: Duration) {
+        self.agent_cpu_ms = cpu_ns as f64 / 1e6;
+        self.agent_elapsed_ms = elapsed.as_secs_f64() * 1e3;
+        *self = std::mem::take(self).with_means();
+    }
+
     fn with_means(mut self) -> Metrics {
+        self.agent_cpu_pct = if self.agent_elapsed_ms > 0.0 {
+            (100.0 * self.agent_cpu_ms / self.agent_elapsed_ms * 1000.0).round() / 1000.0
+        } else {
+            0.0
+        };
         let n = self.load_samples.max(1) as f64;
         self.node_load_mean = self
             .node_load_sum
@@ -549,8 +601,7 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  memory left alone: rule={} mlock={} cpuset={} mempolicy={}  pid_reused={}  affinity binds={} unbinds={}  \
-             cpu={}ms",
+            "  memory left alone: rule={} mlock={} cpuset={} mempolicy={}  pid_reused={}  affinity binds={} unbinds={}",
             self.memory_skip_rule,
             self.memory_skip_mlock,
             self.memory_skip_cpuset,
@@ -558,7 +609,24 @@ impl Metrics {
             self.memory_pid_reused,
             self.memory_affinity_binds,
             self.memory_affinity_unbinds,
-            self.memory_cpu_ms
+        )?;
+        writeln!(
+            w,
+            "  memory cpu={}ms (scan {}ms, moving {}ms) move_calls={} (waits {}) numa_maps_reads={} scan_deferred={}",
+            self.memory_cpu_ms,
+            self.memory_scan_cpu_ms,
+            self.memory_move_cpu_ms,
+            self.memory_move_calls,
+            self.memory_call_waits,
+            self.memory_maps_reads,
+            self.memory_scan_deferred
+        )?;
+        writeln!(
+            w,
+            "  agent  cpu={:.1}ms in {:.1}s: {:.3}% of one CPU",
+            self.agent_cpu_ms,
+            self.agent_elapsed_ms / 1e3,
+            self.agent_cpu_pct
         )?;
         for p in &self.memory_procs {
             writeln!(
@@ -843,11 +911,34 @@ mod tests {
             skip_mempolicy: 9,
             pid_reused: 10,
             cpu_ns: 11_000_000,
+            scan_cpu_ns: 3_000_000,
+            move_cpu_ns: 4_000_000,
+            move_calls: 12,
+            maps_reads: 13,
+            scan_deferred: 14,
+            call_waits: 15,
             ..Default::default()
         };
         ms.procs.insert(42, MemProc { tgid: 42, ..Default::default() });
         m.set_memory("spread", 128, &ms);
+        m.set_agent_cpu(50_000_000, Duration::from_secs(10));
         m
+    }
+
+    /// The agent's CPU share: over the whole run, over an interval, and
+    /// over restarts added up.
+    #[test]
+    fn agent_cpu_share() {
+        let mut a = Metrics::default();
+        a.set_agent_cpu(50_000_000, Duration::from_secs(10));
+        assert_eq!(a.agent_cpu_pct, 0.5);
+        let mut b = Metrics::default();
+        b.set_agent_cpu(80_000_000, Duration::from_secs(12));
+        // 30 ms in 2 s
+        assert_eq!(b.delta(&a).agent_cpu_pct, 1.5);
+        // 130 ms in 22 s
+        assert_eq!(a.plus(&b).agent_cpu_pct, 0.591);
+        assert_eq!(Metrics::default().agent_cpu_pct, 0.0);
     }
 
     /// delta and plus carry every field: a field they forget reads as its

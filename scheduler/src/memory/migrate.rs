@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use super::plan::Target;
 use super::report::Fails;
-use super::{read, scope, Placer};
+use super::{read, scope, thread_cpu_ns, Placer};
 
 /// Pages per move_pages call.
 const CHUNK: usize = 512;
@@ -412,10 +412,12 @@ impl Placer {
             let nodes: Vec<i32> = rest[..n].iter().map(|x| x.1).collect();
             let mut status = vec![0i32; n];
             let before = vmstat_migrated();
+            let cpu0 = thread_cpu_ns();
             let r = {
                 let _rt = RtWindow::enter();
                 move_pages(pid, addrs, Some(&nodes), &mut status)
             };
+            let cpu = thread_cpu_ns().saturating_sub(cpu0);
             self.calls += 1;
             let after = vmstat_migrated();
             let now = self.now();
@@ -430,6 +432,8 @@ impl Placer {
                 s.move_failed += fails.total();
                 s.fail.plus(&fails);
                 s.peak_bytes_per_s = s.peak_bytes_per_s.max(self.budget.peak);
+                s.move_cpu_ns += cpu;
+                s.move_calls += 1;
             }
             if let Some(p) = self.procs.get_mut(&pid) {
                 p.migrated += pages;

@@ -292,7 +292,7 @@ pub(crate) struct Placer {
 }
 
 /// CPU time of the calling thread (clock_gettime(CLOCK_THREAD_CPUTIME_ID)).
-fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
         .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
         .unwrap_or(0)
@@ -410,6 +410,7 @@ impl Placer {
         let intv = Duration::from_millis(self.o.interval_ms);
         while !stop.load(Ordering::Relaxed) {
             let start = Instant::now();
+            let cpu0 = thread_cpu_ns();
             self.sample();
             if self.o.node_affinity {
                 self.bind_nodes();
@@ -419,21 +420,32 @@ impl Placer {
             }
             self.watch_spanning();
             let sampled = start.elapsed();
+            let cpu1 = thread_cpu_ns();
             let deadline = start + intv;
-            let before = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
+            let before = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits, s.move_cpu_ns)).unwrap_or_default();
             self.place(stop, deadline);
-            let after = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits)).unwrap_or_default();
+            let after = self.stats.lock().map(|s| (s.pages_migrated, s.budget_waits, s.move_cpu_ns)).unwrap_or_default();
             let cpu = thread_cpu_ns();
-            self.stats.lock().map(|mut s| s.cpu_ns = cpu).ok();
+            self.stats
+                .lock()
+                .map(|mut s| {
+                    s.cpu_ns = cpu;
+                    s.scan_cpu_ns += cpu1.saturating_sub(cpu0);
+                })
+                .ok();
             log::debug!(
-                "memory: scan {} sample {:?} place {:?} procs {} moved {} pages, {} budget waits, {} calls",
+                "memory: scan {} sample {:?} place {:?} procs {} moved {} pages, {} budget waits, {} calls; \
+                 cpu scan {}us place {}us of which moving {}us",
                 self.scan,
                 sampled,
                 start.elapsed() - sampled,
                 self.procs.len(),
                 after.0 - before.0,
                 after.1 - before.1,
-                std::mem::take(&mut self.calls)
+                std::mem::take(&mut self.calls),
+                cpu1.saturating_sub(cpu0) / 1000,
+                cpu.saturating_sub(cpu1) / 1000,
+                after.2.saturating_sub(before.2) / 1000
             );
             // Sleep to the next pass; Drop unparks us to stop at once. A
             // polling sleep here woke a vCPU 50 times a second on an idle
@@ -528,6 +540,7 @@ impl Placer {
     fn publish(&mut self) {
         let mut out = BTreeMap::new();
         let mut seen_pages = vec![];
+        let mut maps_reads = 0;
         let scan = self.scan;
         for (&pid, p) in &self.procs {
             // reuse this pass's read unless pages moved since (or it is old)
@@ -536,6 +549,7 @@ impl Placer {
                 p.pages.clone()
             } else {
                 let Some(text) = read(&format!("/proc/{pid}/numa_maps")) else { continue };
+                maps_reads += 1;
                 let vmas: Vec<Vma> = text.lines().filter_map(parse_numa_maps_line).collect();
                 self.anon_pages(&vmas)
             };
@@ -578,6 +592,7 @@ impl Placer {
         }
         if let Ok(mut s) = self.stats.lock() {
             s.scans = self.scan;
+            s.maps_reads += maps_reads;
             // exited processes keep their last entry (bounded)
             for (pid, mp) in out {
                 s.procs.insert(pid, mp);

@@ -228,6 +228,7 @@ impl Placer {
             self.procs.remove(&pid);
             return;
         };
+        self.stats.lock().map(|mut s| s.maps_reads += 1).ok();
         let vmas: Vec<Vma> = text.lines().filter_map(parse_numa_maps_line).collect();
         self.note_policy(pid, &vmas);
         let pages = self.anon_pages(&vmas);

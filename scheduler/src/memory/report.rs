@@ -101,5 +101,20 @@ pub struct MemStats {
     pub pid_reused: u64,
     /// CPU time the memory thread used
     pub cpu_ns: u64,
+    /// of which sampling /proc and planning home nodes (sample(), then
+    /// bind_nodes, plan_homes, watch_spanning)
+    pub scan_cpu_ns: u64,
+    /// of which in move_pages(2) calls that move (the kernel copies pages
+    /// on this thread)
+    pub move_cpu_ns: u64,
+    /// move_pages(2) calls that move pages (each drains every CPU's LRU
+    /// caches: a system-wide cost)
+    pub move_calls: u64,
+    /// numa_maps reads (each walks the process's page tables)
+    pub maps_reads: u64,
+    /// processes a pass left for a later one (scan budget)
+    pub scan_deferred: u64,
+    /// times the mover waited for the cap on move_pages(2) calls
+    pub call_waits: u64,
     pub procs: BTreeMap<u32, MemProc>,
 }
