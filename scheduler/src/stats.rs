@@ -35,6 +35,10 @@
 //!   (tgid, comm, preferred LLC, share of their runtime in it, top LLC),
 //!   exited ones from the agent's last snapshot (100 ms).
 //! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
+//! - agent_cpu_ms / agent_elapsed_ms: the agent process's CPU time (all its
+//!   threads; CLOCK_PROCESS_CPUTIME_ID) and wall time since it attached;
+//!   agent_cpu_pct, their ratio in percent of one CPU, over the run in the
+//!   final line and over the interval in --stats.
 //! - memory_*: memory placement (memory.rs, agent-side): mode, budget,
 //!   scans, pages / MB migrated, pages refused (and by cause:
 //!   memory_fail_*), mappings backing off, the largest MB moved in one
@@ -987,7 +991,9 @@ mod tests {
   load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
   cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
   memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0) peak=0.0MB/s waits=0
-  memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0  cpu=0ms
+  memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0
+  memory cpu=0ms (scan 0ms, moving 0ms) move_calls=0 (waits 0) numa_maps_reads=0 scan_deferred=0
+  agent  cpu=0.0ms in 0.0s: 0.000% of one CPU
 ";
         let got = String::from_utf8(out).unwrap();
         for (g, w) in got.lines().zip(want.lines()) {

@@ -42,7 +42,15 @@
 //! Pages refused are counted per cause (failures()); a mapping with any
 //! refused page backs off (scope::Backoff).
 //!
-//! Knob: `--memory-budget-mbps`. Stats: memory_pages_migrated,
+//! Calls: besides the bytes, at most MOVE_CALLS_PER_S move_pages(2) calls
+//! that move run in any second (a second Budget, counting calls): each
+//! drains the LRU caches of every CPU first, so its cost grows with the
+//! machine, not with the pages. Queries (nodes = NULL) are not counted:
+//! they drain nothing.
+//!
+//! Knob: `--memory-budget-mbps`. Stats: memory_move_calls,
+//! memory_call_waits, memory_move_cpu_ms (the thread's CPU time inside the
+//! calls that move: the kernel copies on it), memory_pages_migrated,
 //! memory_mb_migrated, memory_move_failed (memory_fail_eacces, _enomem,
 //! _ebusy, _other by cause), memory_backoffs, memory_peak_mbps,
 //! memory_budget_waits; per process (memory_procs) pages_migrated.
@@ -62,7 +70,13 @@ const REGIONS: usize = 64;
 const HUGE: u64 = 2 << 20;
 const MPOL_MF_MOVE: i32 = 1 << 1;
 
-/// Sliding one-second window of migrated bytes.
+/// move_pages(2) calls that move pages, at most, in any one second. Each
+/// such call drains the per-CPU LRU caches of every CPU before it moves
+/// anything: a cost on the whole machine however few pages it moves.
+pub const MOVE_CALLS_PER_S: u64 = 32;
+
+/// Sliding one-second window of migrated bytes (or, for the call cap, of
+/// calls: Budget::per_second).
 #[derive(Debug)]
 pub struct Budget {
     pub bytes_per_s: u64,
@@ -72,7 +86,12 @@ pub struct Budget {
 
 impl Budget {
     pub fn new(mbps: u64) -> Budget {
-        Budget { bytes_per_s: mbps << 20, window: VecDeque::new(), peak: 0 }
+        Budget::per_second(mbps << 20)
+    }
+
+    /// At most `units` in any one second.
+    pub fn per_second(units: u64) -> Budget {
+        Budget { bytes_per_s: units, window: VecDeque::new(), peak: 0 }
     }
 
     fn expire(&mut self, now: f64) {
@@ -402,12 +421,19 @@ impl Placer {
                     return false;
                 }
                 let now = self.now();
-                if self.budget.allows(now, worst) {
+                let bytes_ok = self.budget.allows(now, worst);
+                let call_ok = self.call_budget.allows(now, 1);
+                if bytes_ok && call_ok {
                     break;
                 }
-                self.stats.lock().map(|mut s| s.budget_waits += 1).ok();
-                let w = self.budget.wait_for(now, worst).unwrap_or(0.05).clamp(0.005, 0.05);
-                std::thread::sleep(Duration::from_secs_f64(w));
+                let w = if bytes_ok {
+                    self.stats.lock().map(|mut s| s.call_waits += 1).ok();
+                    self.call_budget.wait_for(now, 1)
+                } else {
+                    self.stats.lock().map(|mut s| s.budget_waits += 1).ok();
+                    self.budget.wait_for(now, worst)
+                };
+                std::thread::sleep(Duration::from_secs_f64(w.unwrap_or(0.05).clamp(0.005, 0.05)));
             }
             let nodes: Vec<i32> = rest[..n].iter().map(|x| x.1).collect();
             let mut status = vec![0i32; n];
@@ -426,6 +452,7 @@ impl Placer {
             let fails = failures(&status, r);
             self.vma_failed += fails.total();
             self.budget.charge(now, pages * self.page);
+            self.call_budget.charge(now, 1);
             if let Ok(mut s) = self.stats.lock() {
                 s.pages_migrated += pages;
                 s.bytes_migrated += pages * self.page;
@@ -524,6 +551,21 @@ mod tests {
         }
         assert!(moved.len() >= 16);
         assert_eq!(b.peak, 4 * mb);
+    }
+
+    /// The call cap: a window of calls, not bytes.
+    #[test]
+    fn call_cap_window() {
+        let mut c = Budget::per_second(3);
+        for t in [0.0, 0.1, 0.2] {
+            assert!(c.allows(t, 1));
+            c.charge(t, 1);
+        }
+        assert!(!c.allows(0.5, 1));
+        // the first call leaves the window at 1.0
+        assert!((c.wait_for(0.5, 1).unwrap() - 0.5).abs() < 1e-9);
+        assert!(c.allows(1.0, 1));
+        assert_eq!(Budget::new(2).bytes_per_s, 2 << 20);
     }
 
     #[test]

@@ -50,7 +50,11 @@
 //! memory_scans, memory_pages_migrated, memory_mb_migrated,
 //! memory_move_failed (pages the kernel refused), memory_peak_mbps (the
 //! largest one-second window seen), memory_budget_waits, memory_cpu_ms (the
-//! thread's CPU time; move_pages copies pages on it), and memory_procs:
+//! thread's CPU time; move_pages copies pages on it), of which
+//! memory_scan_cpu_ms (sampling) and memory_move_cpu_ms (the calls that
+//! move), memory_move_calls and memory_call_waits (the cap on calls),
+//! memory_maps_reads (numa_maps), memory_scan_deferred (the scan budget,
+//! sample.rs), and memory_procs:
 //! per process home node, active nodes, RSS, its chunks by use for a
 //! process spanning nodes (evidence.rs), and memory locality = the
 //! overlap of the process's runtime distribution over nodes with its
@@ -272,12 +276,16 @@ pub(crate) struct Placer {
     pub(crate) home_plan: HomePlan,
     pub(crate) procs: HashMap<u32, Proc>,
     budget: Budget,
+    /// move_pages(2) calls that move, per second (migrate::MOVE_CALLS_PER_S)
+    call_budget: Budget,
     t0: Instant,
     page: u64,
     me: u32,
     scan: u64,
     /// (pid, mapping start) -> where the last pass stopped in it
     cursor: HashMap<(u32, u64), u64>,
+    /// where the next pass's /proc sweep starts (sample.rs)
+    scan_cursor: sample::ScanCursor,
     /// move_pages calls in this pass (debug log)
     calls: u64,
     /// processes left alone (scope.rs): pid -> (start time, why, last
@@ -323,11 +331,13 @@ impl Placer {
             home_plan: HomePlan::default(),
             procs: HashMap::new(),
             budget,
+            call_budget: Budget::per_second(migrate::MOVE_CALLS_PER_S),
             t0: Instant::now(),
             page: procfs::page_size(),
             me: std::process::id(),
             scan: 0,
             cursor: HashMap::new(),
+            scan_cursor: Default::default(),
             calls: 0,
             skipped: HashMap::new(),
             backoff: Backoff::default(),

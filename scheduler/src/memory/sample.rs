@@ -28,12 +28,23 @@
 //! parser); the walk over /proc and /proc/<pid>/task is ours (mod.rs,
 //! ids()), one file open per read as before.
 //!
+//! Budget: a pass visits at most SCAN_PROCS processes, the ones tracked
+//! (past MIN_RSS_MB) first, a quarter of the count kept for the others;
+//! the sweep over the others (one statm read each) stops SCAN_TIME after it
+//! began. Each class resumes where the last pass stopped (ScanCursor), so
+//! every process is visited within a bounded number of passes; a process
+//! not reached keeps its state (its threads' runtime is counted at its next
+//! visit). Without it the sweep read every pid every pass: with 500 idle
+//! processes that alone took several percent of a CPU in the lab.
+//!
 //! Knob: `--memory-interval-ms` (the sampling period; a thread busy for more
 //! than a tenth of it counts as busy for home nodes and node binding).
-//! Stats: memory_scans; per process (memory_procs) home, active,
+//! Stats: memory_scans, memory_scan_deferred (visits left to a later pass),
+//! memory_scan_cpu_ms; per process (memory_procs) home, active,
 //! runtime_ms.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use procfs::process::{Schedstat, Stat, StatM};
 use procfs::FromRead;
@@ -85,19 +96,115 @@ pub fn update_home(prev: Option<usize>, rt: &[f64]) -> Option<usize> {
     }
 }
 
+/// One pass visits at most this many processes...
+pub const SCAN_PROCS: usize = 256;
+/// ...and its sweep over the processes not tracked (looking for ones that
+/// grew past MIN_RSS_MB: one statm read each) stops once it has taken this
+/// long (wall time).
+pub const SCAN_TIME: Duration = Duration::from_millis(4);
+
+/// The time rule of one pass: tracked processes are bounded by the count
+/// (SCAN_PROCS) alone, their sampling is the work itself; the sweep over
+/// the others stops at SCAN_TIME after its first visit, which always
+/// happens, so the sweep goes on however slow the machine.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    started: Option<Instant>,
+}
+
+impl Sweep {
+    /// May the pass visit one more process, tracked or not, at `now`?
+    pub fn go_on(&mut self, tracked: bool, now: Instant) -> bool {
+        if tracked {
+            return true;
+        }
+        match self.started {
+            None => {
+                self.started = Some(now);
+                true
+            }
+            Some(t) => now.duration_since(t) < SCAN_TIME,
+        }
+    }
+}
+
+/// Where the next pass starts in each class of processes (pid order,
+/// wrapping): the ones tracked (enough memory to place) and the others.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanCursor {
+    pub tracked: u32,
+    pub other: u32,
+}
+
+/// The order of one pass over `pids` (sorted): tracked processes first,
+/// but at most `cap` less a quarter kept for the others while there are
+/// any (a new large process is noticed even when more than `cap` are
+/// tracked), then the others, then what is left of each; each class in pid
+/// order from its cursor on, wrapping. A pass visits a prefix of it.
+pub fn scan_order(pids: &[u32], tracked: impl Fn(u32) -> bool, cur: ScanCursor, cap: usize) -> Vec<u32> {
+    let rotate = |from: u32, want: bool| -> Vec<u32> {
+        let (after, before): (Vec<u32>, Vec<u32>) =
+            pids.iter().copied().filter(|&p| tracked(p) == want).partition(|&p| p >= from);
+        after.into_iter().chain(before).collect()
+    };
+    let (t, o) = (rotate(cur.tracked, true), rotate(cur.other, false));
+    let nt = t.len().min(cap - o.len().min(cap / 4));
+    let no = o.len().min(cap - nt);
+    let mut out = Vec::with_capacity(pids.len());
+    out.extend_from_slice(&t[..nt]);
+    out.extend_from_slice(&o[..no]);
+    out.extend_from_slice(&t[nt..]);
+    out.extend_from_slice(&o[no..]);
+    out
+}
+
+/// The cursor after a pass that visited `visited` (a prefix of its
+/// scan_order()): a class that was cut resumes after its last visited pid.
+pub fn next_cursor(
+    cur: ScanCursor,
+    visited: &[u32],
+    all: usize,
+    tracked: impl Fn(u32) -> bool,
+) -> ScanCursor {
+    if visited.len() >= all {
+        return cur;
+    }
+    let last = |want: bool| visited.iter().rev().find(|&&p| tracked(p) == want).map(|&p| p.wrapping_add(1));
+    ScanCursor { tracked: last(true).unwrap_or(cur.tracked), other: last(false).unwrap_or(cur.other) }
+}
+
 impl Placer {
-    /// Read where every thread ran since the last sample.
+    /// Read where the threads ran since the last sample, within the pass's
+    /// budget (SCAN_PROCS, SCAN_TIME): processes it does not reach keep
+    /// their state and come first in a later pass (memory_scan_deferred).
     pub(super) fn sample(&mut self) {
         self.scan += 1;
         let Some(pids) = ids("/proc") else { return };
-        for pid in pids {
-            if pid != self.me {
-                self.sample_proc(pid);
+        let me = self.me;
+        let mut pids: Vec<u32> = pids.filter(|&p| p != me).collect();
+        pids.sort_unstable();
+        let tracked: HashSet<u32> = self.procs.keys().copied().collect();
+        let order = scan_order(&pids, |p| tracked.contains(&p), self.scan_cursor, SCAN_PROCS);
+        let mut sweep = Sweep::default();
+        let mut n = 0;
+        for &pid in &order {
+            if n >= SCAN_PROCS || !sweep.go_on(tracked.contains(&pid), Instant::now()) {
+                break;
             }
+            self.sample_proc(pid);
+            n += 1;
         }
+        let visited = &order[..n];
+        self.scan_cursor = next_cursor(self.scan_cursor, visited, order.len(), |p| tracked.contains(&p));
+        let deferred = (order.len() - n) as u64;
+        if deferred > 0 {
+            self.stats.lock().map(|mut s| s.scan_deferred += deferred).ok();
+        }
+        // gone: visited and not seen, or no longer in /proc
         let scan = self.scan;
-        self.procs.retain(|_, p| p.seen == scan);
-        self.skipped.retain(|_, s| s.2 == scan);
+        let waiting: HashSet<u32> = order[n..].iter().copied().collect();
+        self.procs.retain(|pid, p| p.seen == scan || waiting.contains(pid));
+        self.skipped.retain(|pid, s| s.2 == scan || waiting.contains(pid));
         let procs = &self.procs;
         self.cursor.retain(|(pid, _), _| procs.contains_key(pid));
         self.backoff.retain(|(pid, start)| procs.get(&pid).is_some_and(|p| p.start == start));
@@ -265,6 +372,62 @@ mod tests {
         assert_eq!(update_home(Some(0), &[100.0, 120.0]), Some(0));
         assert_eq!(update_home(Some(0), &[100.0, 130.0]), Some(1));
         assert_eq!(update_home(Some(1), &[0.0, 0.0]), Some(1));
+    }
+
+    /// The scan budget: tracked processes first, a quarter of the cap kept
+    /// for the others, each class resumed where the last pass stopped; every
+    /// process is visited within a bounded number of passes.
+    #[test]
+    fn scan_budget_visits_everyone_in_turn() {
+        let pids: Vec<u32> = (1..=20).collect();
+        let tracked = |p: u32| p % 5 == 0; // 5 10 15 20
+        let c = ScanCursor::default();
+        // everything fits: all, tracked first
+        let o = scan_order(&pids, tracked, c, 100);
+        assert_eq!(&o[..4], &[5, 10, 15, 20]);
+        assert_eq!(o.len(), 20);
+        assert_eq!(next_cursor(c, &o, 20, tracked), c);
+        // a cap of 8: the 4 tracked and 4 others per pass; the others in turn
+        let mut c = c;
+        let mut seen = std::collections::BTreeSet::new();
+        for pass in 0..4 {
+            let o = scan_order(&pids, tracked, c, 8);
+            let v = &o[..8];
+            assert!(v[..4].iter().all(|&p| tracked(p)), "{pass}: {v:?}");
+            seen.extend(v.iter().copied());
+            c = next_cursor(c, v, o.len(), tracked);
+        }
+        // 16 others at 4 a pass: all seen in 4 passes
+        assert_eq!(seen.len(), 20);
+        // more tracked than the cap: a quarter of it still goes to the others
+        let many = |p: u32| p <= 16;
+        let o = scan_order(&pids, many, ScanCursor::default(), 8);
+        assert_eq!(&o[..8], &[1, 2, 3, 4, 5, 6, 17, 18]);
+        let c = next_cursor(ScanCursor::default(), &o[..8], o.len(), many);
+        assert_eq!(c, ScanCursor { tracked: 7, other: 19 });
+        let o = scan_order(&pids, many, c, 8);
+        assert_eq!(&o[..8], &[7, 8, 9, 10, 11, 12, 19, 20]);
+        // cut short by time after 3: the tracked resume at the 4th
+        let c = next_cursor(c, &o[..3], o.len(), many);
+        assert_eq!(c, ScanCursor { tracked: 10, other: 19 });
+        // no others: the whole cap for the tracked
+        let o = scan_order(&pids, |_| true, ScanCursor::default(), 8);
+        assert_eq!(&o[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    /// The sweep's time rule: tracked processes always go on; the first
+    /// other process always goes, the others until SCAN_TIME after it.
+    #[test]
+    fn sweep_time_rule() {
+        let t = Instant::now();
+        let mut s = Sweep::default();
+        assert!(s.go_on(true, t + SCAN_TIME * 10));
+        // the first untracked visit starts the clock, even late
+        assert!(s.go_on(false, t + SCAN_TIME * 10));
+        assert!(s.go_on(false, t + SCAN_TIME * 10 + SCAN_TIME / 2));
+        assert!(!s.go_on(false, t + SCAN_TIME * 11));
+        // tracked processes are not cut by time
+        assert!(s.go_on(true, t + SCAN_TIME * 20));
     }
 
     /// The fields sample_proc() takes from procfs's parsers: flags and the
