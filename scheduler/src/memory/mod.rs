@@ -286,6 +286,8 @@ pub(crate) struct Placer {
     cursor: HashMap<(u32, u64), u64>,
     /// where the next pass's /proc sweep starts (sample.rs)
     scan_cursor: sample::ScanCursor,
+    /// pid -> the pass that first listed it in /proc (0: the first pass)
+    first_listed: HashMap<u32, u64>,
     /// move_pages calls in this pass (debug log)
     calls: u64,
     /// processes left alone (scope.rs): pid -> (start time, why, last
@@ -338,6 +340,7 @@ impl Placer {
             scan: 0,
             cursor: HashMap::new(),
             scan_cursor: Default::default(),
+            first_listed: HashMap::new(),
             calls: 0,
             skipped: HashMap::new(),
             backoff: Backoff::default(),

@@ -29,7 +29,8 @@
 //! ids()), one file open per read as before.
 //!
 //! Budget: a pass visits at most SCAN_PROCS processes, the ones tracked
-//! (past MIN_RSS_MB) first, a quarter of the count kept for the others;
+//! (past MIN_RSS_MB) or young (listed for the first time within YOUNG_SCANS
+//! passes) first, a quarter of the count kept for the others;
 //! the sweep over the others (one statm read each) stops SCAN_TIME after it
 //! began. Each class resumes where the last pass stopped (ScanCursor), so
 //! every process is visited within a bounded number of passes; a process
@@ -102,6 +103,16 @@ pub const SCAN_PROCS: usize = 256;
 /// grew past MIN_RSS_MB: one statm read each) stops once it has taken this
 /// long (wall time).
 pub const SCAN_TIME: Duration = Duration::from_millis(4);
+/// A process that appeared in /proc within this many passes is visited
+/// every pass, as the tracked ones are: a program just started is found as
+/// soon as it has grown past MIN_RSS_MB, not when the sweep comes round.
+pub const YOUNG_SCANS: u64 = 10;
+
+/// Is a process first listed at pass `first` (0: already there when the
+/// agent started) still young at pass `scan`?
+pub fn young(first: u64, scan: u64) -> bool {
+    first > 0 && scan.saturating_sub(first) < YOUNG_SCANS
+}
 
 /// The time rule of one pass: tracked processes are bounded by the count
 /// (SCAN_PROCS) alone, their sampling is the work itself; the sweep over
@@ -183,7 +194,18 @@ impl Placer {
         let me = self.me;
         let mut pids: Vec<u32> = pids.filter(|&p| p != me).collect();
         pids.sort_unstable();
-        let tracked: HashSet<u32> = self.procs.keys().copied().collect();
+        let scan = self.scan;
+        for &p in &pids {
+            self.first_listed.entry(p).or_insert(if scan == 1 { 0 } else { scan });
+        }
+        self.first_listed.retain(|p, _| pids.binary_search(p).is_ok());
+        let first = &self.first_listed;
+        let tracked: HashSet<u32> = self
+            .procs
+            .keys()
+            .copied()
+            .chain(pids.iter().copied().filter(|p| first.get(p).is_some_and(|&f| young(f, scan))))
+            .collect();
         let order = scan_order(&pids, |p| tracked.contains(&p), self.scan_cursor, SCAN_PROCS);
         let mut sweep = Sweep::default();
         let mut n = 0;
@@ -201,7 +223,6 @@ impl Placer {
             self.stats.lock().map(|mut s| s.scan_deferred += deferred).ok();
         }
         // gone: visited and not seen, or no longer in /proc
-        let scan = self.scan;
         let waiting: HashSet<u32> = order[n..].iter().copied().collect();
         self.procs.retain(|pid, p| p.seen == scan || waiting.contains(pid));
         self.skipped.retain(|pid, s| s.2 == scan || waiting.contains(pid));
@@ -413,6 +434,15 @@ mod tests {
         // no others: the whole cap for the tracked
         let o = scan_order(&pids, |_| true, ScanCursor::default(), 8);
         assert_eq!(&o[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    /// Young processes: listed after the agent started, for YOUNG_SCANS
+    /// passes; those already there at the first pass never are.
+    #[test]
+    fn young_processes() {
+        assert!(!young(0, 1) && !young(0, 5));
+        assert!(young(3, 3) && young(3, 3 + YOUNG_SCANS - 1));
+        assert!(!young(3, 3 + YOUNG_SCANS));
     }
 
     /// The sweep's time rule: tracked processes always go on; the first
