@@ -34,7 +34,8 @@ Exit codes:
   4  kernel without sched_ext (/sys/kernel/sched_ext missing)
   5  another sched_ext scheduler is already loaded
   6  bad --topology-override file
-  7  scheduler ejected by the kernel (exit kind and reason are printed)";
+  7  scheduler ejected by the kernel (exit kind and reason are printed)
+`scx_locality explain --help` lists explain's own codes.";
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
@@ -48,6 +49,8 @@ pub const EXIT_EJECTED: i32 = 7;
 #[command(
     name = "scx_locality",
     disable_version_flag = true,
+    args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true,
     about = "Locality-aware sched_ext scheduler: idle-core/LLC/node push at wakeup, \
              SMT/LLC/node pull when idle",
     after_help = EXIT_CODES
@@ -320,6 +323,18 @@ pub struct Opts {
     /// and the build target) and exit.
     #[arg(short = 'V', long)]
     pub version: bool,
+
+    /// A command instead of running the scheduler (its flags stay out of
+    /// the scheduler's own).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Ask the running scx_locality why a process's threads and pages are
+    /// where they are.
+    Explain(crate::explain::ExplainOpts),
 }
 
 /// The version as --version prints it and as the kernel shows it after

@@ -35,6 +35,11 @@
 //! BPF (sync(), from the main loop: Homes carries a generation bumped on
 //! every change; sync() rewrites proc_home and sets home_gen).
 //!
+//! Reasons: reasons() says per process why it has the home it has (kept,
+//! memory node, most room, thread homes) or none (too few busy threads, a
+//! pinned thread, no room), where the rule decides it; the plan carries them
+//! beside it (Homes::why) for `scx_locality explain` (../explain/).
+//!
 //! Knobs: `--no-home-node` (no homes at all), `--no-thread-home` (process
 //! homes only); homes need `--memory` (the memory thread plans them) and a
 //! NUMA policy (BPF enforces them): see Opts::home_node().
@@ -43,6 +48,7 @@
 
 use libbpf_rs::{MapCore, MapFlags};
 use log::warn;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -72,11 +78,62 @@ impl HomePlan {
 }
 
 /// The home plan and a generation bumped on every change; the scheduler's
-/// main loop copies it into BPF.
+/// main loop copies it into BPF. `why` (not part of the plan: a changed
+/// reason alone bumps no generation) says per sampled process why it has
+/// its home or none, as of the last pass.
 #[derive(Clone, Debug, Default)]
 pub struct Homes {
     pub gen: u64,
     pub plan: HomePlan,
+    pub why: HashMap<u32, HomeWhy>,
+}
+
+/// Why a process has the home it has, or none: the rule's own steps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum HomeWhy {
+    /// its current home, which still has room
+    Kept { node: usize },
+    /// the node holding most of its memory, which has room
+    MemoryNode { node: usize },
+    /// no room on its memory's node: the node with most room
+    MostRoom { node: usize },
+    /// too big for one node: each busy thread a node of its own, on these
+    /// nodes (threads per node)
+    ThreadHomes { threads_per_node: Vec<u32> },
+    /// fewer than two threads busy for a tenth of the last interval
+    FewBusy { busy: usize },
+    /// a thread someone pinned (taskset, numactl -N, the application)
+    Pinned { tid: u32 },
+    /// its busy threads fit no node's room (`room`: the largest room, a
+    /// node's CPUs capped at its fair share of all busy threads plus
+    /// NUMA_IMBALANCE_MIN; when busy <= room, other homes took it)
+    NoRoom { busy: usize, room: usize, thread_homes: bool },
+}
+
+/// Why each candidate got its home or none, from the plan the rule made
+/// (assign_nodes() tries the current home, then the memory's node, then the
+/// node with most room, so the first of these that matches is the step
+/// that chose). `thread_homes`: whether thread homes were tried.
+pub fn reasons(cands: &[NodeCand], p: &HomePlan, node_cpus: &[usize], thread_homes: bool) -> HashMap<u32, HomeWhy> {
+    let busy: usize = cands.iter().map(|c| c.busy).sum();
+    let room = rooms(busy, node_cpus).into_iter().max().unwrap_or(0);
+    let nn = node_cpus.len();
+    cands
+        .iter()
+        .map(|c| {
+            let why = match p.procs.get(&c.pid).copied() {
+                Some(n) if c.bound == Some(n) => HomeWhy::Kept { node: n },
+                Some(n) if c.pref == Some(n) => HomeWhy::MemoryNode { node: n },
+                Some(n) => HomeWhy::MostRoom { node: n },
+                None if p.threads.values().any(|&(pid, _)| pid == c.pid) => {
+                    HomeWhy::ThreadHomes { threads_per_node: p.threads_per_node(c.pid, nn) }
+                }
+                None => HomeWhy::NoRoom { busy: c.busy, room, thread_homes },
+            };
+            (c.pid, why)
+        })
+        .collect()
 }
 
 /// Each node's room for homed busy threads: its CPUs, capped at its fair
@@ -178,15 +235,24 @@ impl Placer {
         let all = self.known_cpus();
         // a thread someone pinned (taskset, numactl -N, the application)
         // has chosen its CPUs: its process gets no home
-        let unpinned = |pid: u32, p: &Proc| {
+        let pinned = |pid: u32, p: &Proc| {
             std::iter::once(&pid)
                 .chain(p.thread_rt.keys())
-                .all(|&tid| get_affinity(tid).is_none_or(|cur| all.iter().all(|c| cur.contains(c))))
+                .find(|&&tid| get_affinity(tid).is_some_and(|cur| !all.iter().all(|c| cur.contains(c))))
+                .copied()
         };
+        let mut why: HashMap<u32, HomeWhy> = HashMap::new();
+        for (&pid, p) in &self.procs {
+            if p.busy < 2 {
+                why.insert(pid, HomeWhy::FewBusy { busy: p.busy });
+            } else if let Some(tid) = pinned(pid, p) {
+                why.insert(pid, HomeWhy::Pinned { tid });
+            }
+        }
         let mut cands: Vec<NodeCand> = self
             .procs
             .iter()
-            .filter(|(&pid, p)| p.busy >= 2 && unpinned(pid, p))
+            .filter(|(pid, _)| !why.contains_key(pid))
             .map(|(&pid, p)| NodeCand {
                 pid,
                 busy: p.busy,
@@ -215,6 +281,10 @@ impl Placer {
             vec![]
         };
         let plan = plan(&cands, &spanning, &self.node_cpus());
+        why.extend(reasons(&cands, &plan, &self.node_cpus(), self.o.thread_homes));
+        if let Ok(mut h) = self.homes.lock() {
+            h.why = why;
+        }
         // a process with thread homes is active where they are: its memory
         // is planned for the nodes its threads are kept on, from this pass
         let nn = self.o.nr_nodes.max(1);
@@ -300,6 +370,34 @@ mod tests {
         // more busy threads than the machine: each node's room is its CPUs
         let big = [cand(5, 6, 900, Some(0), None), cand(6, 6, 800, Some(1), None)];
         assert!(homes(&big, &[4, 4]).is_empty());
+    }
+
+    #[test]
+    fn home_reasons() {
+        let why = |cands: &[NodeCand], spanning: &[ThreadCand], cpus: &[usize]| {
+            reasons(cands, &plan(cands, spanning, cpus), cpus, true)
+        };
+        // kept (its current home), memory node, most room (its memory's
+        // node is taken): three 2-thread processes on 2 x 4 CPUs
+        let c = [cand(1, 2, 900, Some(0), Some(1)), cand(2, 2, 800, Some(1), None), cand(3, 2, 700, Some(1), None)];
+        let w = why(&c, &[], &[4, 4]);
+        assert_eq!(w[&1], HomeWhy::Kept { node: 1 });
+        assert_eq!(w[&2], HomeWhy::MemoryNode { node: 1 });
+        assert_eq!(w[&3], HomeWhy::MostRoom { node: 0 });
+        // a current home equal to the memory's node reads as kept
+        let w = why(&[cand(4, 2, 10, Some(1), Some(1))], &[], &[8, 8]);
+        assert_eq!(w[&4], HomeWhy::Kept { node: 1 });
+        // one 8-thread process on 2 x 4 CPUs: no room (a node takes 4)
+        let w = why(&[cand(5, 8, 900, Some(0), None)], &[], &[4, 4]);
+        assert_eq!(w[&5], HomeWhy::NoRoom { busy: 8, room: 4, thread_homes: true });
+        // the same with thread homes that fit: thread homes, per node
+        let q4 = [2, 2, 2, 2];
+        let a = span(6, &[9.0, 8.0, 1.0, 1.0], &[(61, 0, None), (62, 1, None), (63, 2, None), (64, 3, None)]);
+        let w = why(&[cand(6, 4, 900, Some(0), None)], &[a], &q4);
+        assert_eq!(w[&6], HomeWhy::ThreadHomes { threads_per_node: vec![2, 2, 0, 0] });
+        // the JSON form names the rule
+        let j = serde_json::to_value(HomeWhy::MemoryNode { node: 1 }).unwrap();
+        assert_eq!(j, serde_json::json!({"rule": "memory_node", "node": 1}));
     }
 
     /// A spanning candidate: runtime per node, and (tid, node, home) per busy thread.

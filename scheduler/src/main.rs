@@ -60,6 +60,7 @@ mod bpf_skel;
 mod cache;
 mod cli;
 mod comm;
+mod explain;
 mod home;
 mod memory;
 mod numa;
@@ -192,7 +193,9 @@ struct Scheduler<'a> {
     skel: BpfSkel<'a>,
     link: Option<libbpf_rs::Link>,
     /// None if the socket could not be created: scheduling goes on.
-    server: Option<scx_stats::StatsServer<(), Metrics>>,
+    server: Option<scx_stats::StatsServer<stats::Req, stats::Res>>,
+    /// What `explain` is told of the settings and topology.
+    explain_cfg: explain::report::AgentCfg,
     nr_llcs: usize,
     cache_top: usize,
     /// Every process seen in the cache map, last snapshot: a process that
@@ -331,6 +334,7 @@ impl<'a> Scheduler<'a> {
 
         // The cache map is filled only while cache-aware scheduling runs.
         let cache_on = skel.maps.rodata_data.as_ref().is_some_and(|r| r.cache_aware);
+        let explain_cfg = explain_cfg(opts, topo, memory.is_some(), cache_on);
 
         Ok(Self {
             skel,
@@ -342,6 +346,7 @@ impl<'a> Scheduler<'a> {
             memory_last: Default::default(),
             home_gen: 0,
             server,
+            explain_cfg,
             nr_llcs: topo.nr_llcs,
             cache_top: if cache_on { opts.cache_top as usize } else { 0 },
             cache_seen: BTreeMap::new(),
@@ -511,6 +516,22 @@ impl<'a> Scheduler<'a> {
         m
     }
 
+    /// What `explain` needs of the agent (explain/serve.rs reads /proc
+    /// itself, on its own thread): clones only.
+    fn explain_view(&mut self) -> explain::AgentView {
+        self.cache_refresh(true);
+        let (mem, homes) = match &self.memory {
+            Some(t) => (t.snapshot(), t.homes.lock().map(|h| h.clone()).unwrap_or_default()),
+            None => (self.memory_last.clone(), Default::default()),
+        };
+        explain::AgentView {
+            cfg: self.explain_cfg.clone(),
+            mem: mem.procs,
+            homes,
+            cache: self.cache_seen.values().cloned().collect(),
+        }
+    }
+
     /// Serve stats until asked to stop or the scheduler exits; return how
     /// it ended and the final counters (read before detaching).
     fn run(&mut self, shutdown: &AtomicBool) -> Result<(Outcome, Metrics)> {
@@ -527,7 +548,8 @@ impl<'a> Scheduler<'a> {
                 continue;
             };
             match req_rx.recv_timeout(tick) {
-                Ok(()) => res_tx.send(self.metrics())?,
+                Ok(stats::Req::Top) => res_tx.send(stats::Res::Top(Box::new(self.metrics())))?,
+                Ok(stats::Req::View) => res_tx.send(stats::Res::View(Box::new(self.explain_view())))?,
                 Err(e) if e.is_timeout() => {}
                 Err(e) => bail!("stats channel: {e}"),
             }
@@ -575,6 +597,46 @@ impl<'a> Scheduler<'a> {
     }
 }
 
+/// The settings and topology `explain` reports, and why home nodes or
+/// memory placement are off.
+fn explain_cfg(opts: &Opts, topo: &Topo, memory_runs: bool, cache_on: bool) -> explain::report::AgentCfg {
+    let memory_off_why = if memory_runs {
+        String::new()
+    } else if opts.memory_mode() == MemoryMode::Off && opts.memory.is_none() {
+        "kernel.numa_balancing=0; --memory=spread places memory anyway".into()
+    } else if opts.memory_mode() == MemoryMode::Off {
+        "--memory=off".into()
+    } else if topo.nr_nodes <= 1 {
+        "one NUMA node".into()
+    } else {
+        "its thread could not start".into()
+    };
+    let home_off_why = if opts.no_home_node {
+        "--no-home-node".to_string()
+    } else if !memory_runs {
+        format!("memory placement is off: {memory_off_why}")
+    } else if opts.numa_mode() == NumaBalance::Off {
+        "--numa-balance=off: homes need a NUMA policy".into()
+    } else {
+        String::new()
+    };
+    explain::report::AgentCfg {
+        cpus: topo.cpus.iter().map(|c| c.as_ref().map(|p| (p.node, p.llc))).collect(),
+        nr_nodes: topo.nr_nodes,
+        nr_llcs: topo.nr_llcs,
+        memory_mode: if memory_runs { opts.memory_mode().name().into() } else { "off".into() },
+        memory_off_why,
+        home_nodes: opts.home_node() && memory_runs,
+        home_off_why,
+        cache_aware: cache_on,
+        budget_mbps: opts.memory_budget_mbps,
+        interval_ms: opts.memory_interval_ms,
+        scope: memory::scope::Scope { include: opts.memory_include.clone(), exclude: opts.memory_exclude.clone() }
+            .describe()
+            .unwrap_or_default(),
+    }
+}
+
 fn init_logging(opts: &Opts) {
     let (level, libbpf_debug) = opts.log_level();
     let cfg = simplelog::ConfigBuilder::new()
@@ -617,6 +679,9 @@ fn libbpf_print(level: libbpf_rs::PrintLevel, msg: String) {
 }
 
 fn run(opts: &Opts) -> Result<i32> {
+    if let Some(cli::Command::Explain(e)) = &opts.command {
+        return explain::run(e);
+    }
     if opts.version {
         println!("scx_locality {}", full_version());
         return Ok(EXIT_OK);

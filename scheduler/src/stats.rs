@@ -681,12 +681,26 @@ fn zip_with(a: &[u64], b: &[u64], f: impl Fn(u64, u64) -> u64) -> Vec<u64> {
         .collect()
 }
 
+/// What a reader thread of the server asks the owner of the BPF skeleton
+/// (the main loop) for: the statistics ("top"), or the agent's view of
+/// processes (`scx_locality explain`, ../explain/).
+pub enum Req {
+    Top,
+    View,
+}
+
+/// The main loop's answer, one per Req, of the same kind.
+pub enum Res {
+    Top(Box<Metrics>),
+    View(Box<crate::explain::AgentView>),
+}
+
 /// What the scx_stats server serves: the meta of `Metrics` and its parts
-/// (also what --help-stats prints), and the "top" request, forwarded to
-/// the owner of the BPF skeleton over the server's channels: it receives
-/// `()` and must answer with a `Metrics`.
-pub fn server_data() -> StatsServerData<(), Metrics> {
-    StatsServerData::<(), Metrics>::new()
+/// (also what --help-stats prints), the "top" request, forwarded to the
+/// owner of the BPF skeleton over the server's channels (Req::Top, answered
+/// with Res::Top), and explain's targets (explain::serve).
+pub fn server_data() -> StatsServerData<Req, Res> {
+    let data = StatsServerData::<Req, Res>::new()
         .add_meta(Metrics::meta())
         .add_meta(ProgRunTime::meta())
         .add_meta(CacheProc::meta())
@@ -694,14 +708,18 @@ pub fn server_data() -> StatsServerData<(), Metrics> {
         .add_stats(
             "top",
             Box::new(move |_args, (req, res)| {
-                req.send(())?;
-                res.recv()?.to_json()
+                req.send(Req::Top)?;
+                match res.recv()? {
+                    Res::Top(m) => m.to_json(),
+                    Res::View(_) => anyhow::bail!("stats: answer of the wrong kind"),
+                }
             }),
-        )
+        );
+    crate::explain::serve::add_targets(data)
 }
 
 /// Start the scx_stats server.
-pub fn launch_server() -> Result<StatsServer<(), Metrics>> {
+pub fn launch_server() -> Result<StatsServer<Req, Res>> {
     StatsServer::new(server_data()).launch()
 }
 

@@ -77,9 +77,9 @@ use crate::home::{HomePlan, Homes};
 pub(crate) mod affinity;
 pub mod evidence;
 mod migrate;
-mod plan;
+pub(crate) mod plan;
 pub mod report;
-mod sample;
+pub(crate) mod sample;
 pub mod scope;
 
 use migrate::Budget;
