@@ -84,7 +84,8 @@ pub struct ExplainOpts {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub limit: u64,
 
-    /// Print JSON (one object; one per line with --watch).
+    /// Print JSON: one object on one line (one line per report with
+    /// --watch); schema in scheduler/README.md.
     #[arg(long)]
     pub json: bool,
 
@@ -146,19 +147,24 @@ fn preflight(p: &Paths, pid: Option<u32>) -> Result<Option<u32>> {
             ));
         }
     }
-    let policies: Vec<u32> = std::fs::read_dir(pdir.join("task"))
+    // (policy, under sched_ext) per thread: ext.enabled where the kernel
+    // prints it, else by the policy
+    let threads: Vec<(u32, bool)> = std::fs::read_dir(pdir.join("task"))
         .map(|d| {
             d.flatten()
-                .filter_map(|e| std::fs::read(e.path().join("stat")).ok())
-                .filter_map(|raw| procs::parse_stat(&raw))
-                .map(|s| s.policy)
+                .filter_map(|e| {
+                    let s = procs::parse_stat(&std::fs::read(e.path().join("stat")).ok()?)?;
+                    let ext = std::fs::read_to_string(e.path().join("sched")).ok().and_then(|t| procs::parse_ext_enabled(&t));
+                    Some((s.policy, ext.unwrap_or(procs::policy(s.policy).1)))
+                })
                 .collect()
         })
         .unwrap_or_default();
-    if policies.is_empty() && !pdir.exists() {
+    if threads.is_empty() && !pdir.exists() {
         return Err(fatal(EXIT_NO_PID, format!("no such process: {pid}")));
     }
-    if !policies.is_empty() && policies.iter().all(|&pol| !procs::policy(pol).1) {
+    if !threads.is_empty() && threads.iter().all(|&(_, ext)| !ext) {
+        let policies: Vec<u32> = threads.iter().map(|t| t.0).collect();
         let names: std::collections::BTreeSet<&str> = policies.iter().map(|&pol| procs::policy(pol).0).collect();
         return Err(fatal(
             EXIT_NOT_SCX,
@@ -203,10 +209,8 @@ fn request<T: serde::de::DeserializeOwned>(c: &mut StatsClient, args: Vec<(&str,
 }
 
 fn emit(out: &mut impl Write, json: bool, watch: bool, v: &impl serde::Serialize, text: String) -> Result<()> {
-    if json && watch {
+    if json {
         writeln!(out, "{}", serde_json::to_string(v)?)?;
-    } else if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(v)?)?;
     } else {
         if watch {
             writeln!(out)?;

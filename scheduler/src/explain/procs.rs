@@ -51,6 +51,21 @@ pub fn policy(p: u32) -> (&'static str, bool) {
     }
 }
 
+/// `ext.enabled` of /proc/PID/task/TID/sched (1 while the task is under
+/// sched_ext); None where the kernel does not print it.
+pub fn parse_ext_enabled(sched: &str) -> Option<bool> {
+    let l = sched.lines().find(|l| l.trim_start().starts_with("ext.enabled"))?;
+    Some(l.rsplit(':').next()?.trim() == "1")
+}
+
+/// Whether a thread is under sched_ext: ext.enabled, else by its policy.
+pub fn on_scx(pid: u32, tid: u32, policy_: u32) -> bool {
+    std::fs::read_to_string(format!("{}/sched", task_dir(pid, tid)))
+        .ok()
+        .and_then(|s| parse_ext_enabled(&s))
+        .unwrap_or(policy(policy_).1)
+}
+
 /// Runtime so far, ns (first field of /proc/.../schedstat).
 pub fn parse_schedstat(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
@@ -153,6 +168,10 @@ mod tests {
         assert_eq!(policy(0), ("SCHED_OTHER", true));
         assert!(parse_stat(b"garbage").is_none());
         assert_eq!(parse_schedstat("1234567 89 10\n"), Some(1234567));
+        let sched = "w (50, #threads: 1)\n---\nse.exec_start : 1.0\next.enabled                                  :                    1\n";
+        assert_eq!(parse_ext_enabled(sched), Some(true));
+        assert_eq!(parse_ext_enabled(&sched.replace(" 1\n", " 0\n")), Some(false));
+        assert_eq!(parse_ext_enabled("se.exec_start : 1.0\n"), None);
         assert_eq!(parse_tgid("Name:\tx\nTgid:\t77\nPid:\t78\n"), Some(77));
         assert_eq!(anon_kb("2000 1500 300 10 0 900 0\n", 4), Some(4800));
     }

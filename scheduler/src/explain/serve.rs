@@ -92,6 +92,8 @@ fn explain(
 pub struct Acc {
     pub tid: u32,
     pub stat: TaskStat,
+    /// under sched_ext at the last read
+    pub on_scx: bool,
     rt: u64,
     pub node_ns: Vec<u64>,
     pub llc_ns: Vec<u64>,
@@ -99,7 +101,7 @@ pub struct Acc {
 
 impl Acc {
     fn new(tid: u32, stat: TaskStat, rt: u64, cfg: &AgentCfg) -> Acc {
-        Acc { tid, stat, rt, node_ns: vec![0; cfg.nr_nodes.max(1)], llc_ns: vec![0; cfg.nr_llcs.max(1)] }
+        Acc { tid, on_scx: procs::policy(stat.policy).1, stat, rt, node_ns: vec![0; cfg.nr_nodes.max(1)], llc_ns: vec![0; cfg.nr_llcs.max(1)] }
     }
 
     /// A new read: the runtime since the last one is charged to the CPU it
@@ -149,7 +151,11 @@ fn sample(pid: u32, interval: Duration, cfg: &AgentCfg) -> Option<(Vec<Acc>, usi
         }
         std::thread::sleep((deadline - now).min(Duration::from_millis(STEP_MS)));
     }
-    Some((accs.into_values().collect(), left_out))
+    let mut out: Vec<Acc> = accs.into_values().collect();
+    for a in out.iter_mut() {
+        a.on_scx = procs::on_scx(pid, a.tid, a.stat.policy);
+    }
+    Some((out, left_out))
 }
 
 /// What /proc said about the process, besides its threads.
@@ -193,7 +199,7 @@ pub fn build(
     let mut per_node = vec![0u32; nn];
     let mut threads = vec![];
     for a in &accs {
-        let (pol, on_scx) = procs::policy(a.stat.policy);
+        let (pol, _) = procs::policy(a.stat.policy);
         let place = a.stat.cpu.and_then(|c| cfg.cpus.get(c).copied().flatten());
         if let Some((n, _)) = place {
             per_node[n.min(nn - 1)] += 1;
@@ -208,7 +214,7 @@ pub fn build(
             tid: a.tid,
             comm: a.stat.comm.clone(),
             policy: pol.into(),
-            on_scx,
+            on_scx: a.on_scx,
             state: a.stat.state.clone(),
             cpu: a.stat.cpu.map_or(-1, |c| c as i32),
             llc: place.map_or(-1, |p| p.1 as i32),
@@ -447,7 +453,8 @@ pub fn plan(cfg: &AgentCfg, mem: Option<&MemProc>, untracked: Option<&(String, S
     for n in 0..nn {
         let kb = c.movable[n];
         let stays = if spread { active.contains(&n) } else { n == home };
-        if kb > 0 && !stays && mems.get(n).copied().unwrap_or(true) {
+        // below 0.1 MB: nothing worth a line
+        if mb(kb) > 0.0 && !stays && mems.get(n).copied().unwrap_or(true) {
             let to = if spread { -1 } else { home as i32 };
             if to < 0 || mems.get(home).copied().unwrap_or(true) {
                 p.next.push(Move { from: n, to, mb: mb(kb) });

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! explain's human layout: one block per report, pinned by the tests below.
-//! Shares are percent; an LLC column lists only the LLCs a thread ran in.
+//! Shares are percent; a thread's node and LLC columns list only where it ran.
 
 use std::fmt::Write;
 
@@ -47,13 +47,13 @@ pub fn report(r: &Report) -> String {
     );
     let _ = writeln!(
         o,
-        "  {:>7} {:<16} {:<5} {:>4} {:>4} {:>4} {:>9}  {:<16} {:<16} home",
+        "  {:>7} {:<16} {:<5} {:>4} {:>4} {:>4} {:>9}  {:<14} {:<14} home",
         "tid", "comm", "state", "cpu", "llc", "node", "run_ms", "node share", "llc share"
     );
     for t in &r.threads {
         let _ = writeln!(
             o,
-            "  {:>7} {:<16} {:<5} {:>4} {:>4} {:>4} {:>9.1}  {:<16} {:<16} {}{}",
+            "  {:>7} {:<16} {:<5} {:>4} {:>4} {:>4} {:>9.1}  {:<14} {:<14} {}{}",
             t.tid,
             printable(&t.comm),
             t.state,
@@ -61,7 +61,7 @@ pub fn report(r: &Report) -> String {
             opt(t.llc),
             opt(t.node),
             t.run_ms,
-            split_all(&t.node_share),
+            split_some(&t.node_share),
             split_some(&t.llc_share),
             opt(t.thread_home),
             if t.on_scx { String::new() } else { format!("  ({}: not under sched_ext)", t.policy) }
@@ -203,8 +203,8 @@ mod tests {
         let want = "\
 pid 300 (hackbench)  scheduler locality_0.1.0_x86_64  last 1.0 s
 threads: 1 (1 under sched_ext)
-      tid comm             state  cpu  llc node    run_ms  node share       llc share        home
-      301 hackbench        R        2    0    0     812.2  0:100% 1:0%      0:100%           -
+      tid comm             state  cpu  llc node    run_ms  node share     llc share      home
+      301 hackbench        R        2    0    0     812.2  0:100%         0:100%         -
 process: ran 812.2 ms; per node 0:100% 1:0%; per LLC 0:100%; threads now per node [1, 0]
 home node: none: not tracked
 preferred LLC: none: off

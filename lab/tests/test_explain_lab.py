@@ -1,0 +1,205 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""`scx_locality explain` (scheduler/src/explain/) in one numaq4 boot (marked `lab`).
+
+- Under EEVDF, before the scheduler starts: exit 12 (scx_locality not running).
+- A 2-thread communicating pair (hackbench, threads over a pipe): explain names the threads /proc/PID/task lists,
+  each on the node the guest's sysfs gives its CPU, shares that sum to 1, all under sched_ext; no home because the
+  memory agent does not track it (under 16 MB), as its stats agree (no hackbench in memory_procs); no preferred
+  LLC because cache-aware scheduling is off on a machine with one LLC per node. `--watch 1 --json` gives one
+  object per second.
+- A process spanning nodes (memspan: 4 workers on numaq4's 2-CPU nodes): thread homes (too big for one node),
+  as the agent's stats show (memspan's thread_homes in --monitor's memory_procs); active over two nodes or more; memory per node as numa_maps
+  read right after in the same guest shows it (within what the agent may move in between); `--top` lists it.
+- Errors: no such pid 10, a real-time process 11, an unprivileged user 13.
+Every check is structural (which thread, which node, which rule), none a timing.
+"""
+import io
+import json
+import re
+
+import pytest
+
+from lab import machines, run
+
+pytestmark = pytest.mark.lab
+
+PAIR = "hackbench -p -T -g 1 -f 1 -l 4000000"
+SPAN = "memspan -N 2 -S 128 -P 16 -r 20 -w 1"
+
+EEVDF_STEP = "echo 'explaintest: eevdf'; scx_locality explain $$; echo \"explain_rc: $?\""
+SCX_STEP = f"""
+echo 'explaintest: topo'
+for d in /sys/devices/system/node/node[0-9]*; do echo "$(basename $d) $(cat $d/cpulist)"; done
+{PAIR} >/dev/null 2>&1 & HB=$!
+sleep 3
+echo 'explaintest: pair'
+scx_locality explain --json $HB; echo "explain_rc: $?"
+echo "tasks: $(ls /proc/$HB/task | tr '\\n' ' ')"
+echo 'explaintest: watch'
+echo "lines: $(scx_locality explain --watch 1 --json $HB | head -2 | grep -c '^{{')"
+kill $HB; wait $HB 2>/dev/null
+{SPAN} >/dev/null & MS=$!
+sleep 8
+echo 'explaintest: span'
+scx_locality explain --json $MS; echo "explain_rc: $?"
+echo "tasks: $(ls /proc/$MS/task | tr '\\n' ' ')"
+echo 'explaintest: span_text'
+scx_locality explain $MS
+echo 'explaintest: span_maps'
+cat /proc/$MS/numa_maps
+echo 'explaintest: span_stats'
+timeout 2 scx_locality --monitor 1 | grep ' mem '
+echo 'explaintest: top'
+scx_locality explain --top --json; echo "explain_rc: $?"
+echo 'explaintest: errors'
+scx_locality explain 999999; echo "nopid_rc: $?"
+chrt -f 1 sleep 30 & RT=$!
+sleep 1
+scx_locality explain $RT; echo "rt_rc: $?"
+kill $RT
+/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups scx_locality explain $MS; echo "perm_rc: $?"
+wait $MS
+echo 'explaintest: end'
+"""
+
+
+def sections(text):
+    """Console text split at the 'explaintest: NAME' markers the steps echo."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^explaintest: (\S+)\s*$", line)
+        if m:
+            cur = m.group(1)
+            out[cur] = []
+        elif cur:
+            out[cur].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def value(text, name):
+    m = re.search(rf"^{name}: *(.*)$", text, re.M)
+    assert m, f"{name} missing in:\n{text[-2000:]}"
+    return m.group(1).strip()
+
+
+def report(text):
+    lines = [ln for ln in text.splitlines() if ln.startswith("{")]
+    assert len(lines) == 1, text[-3000:]
+    return json.loads(lines[0])
+
+
+def final_stats(sched_log):
+    for line in open(sched_log):
+        if line.startswith("scx_locality-final-stats: "):
+            return json.loads(line.split(": ", 1)[1])
+    raise AssertionError(f"no final stats line in {sched_log}")
+
+
+def cpu_nodes(text):
+    """{cpu: node} from 'nodeN LIST' lines (sysfs cpulist: 0-1,4)."""
+    out = {}
+    for m in re.finditer(r"^node(\d+) (\S+)$", text, re.M):
+        for part in m.group(2).split(","):
+            lo, _, hi = part.partition("-")
+            for c in range(int(lo), int(hi or lo) + 1):
+                out[c] = int(m.group(1))
+    return out
+
+
+def numa_maps_anon_mb(text, nr_nodes):
+    """Anonymous memory of default policy per node, MB (explain's private + shared)."""
+    mb = [0.0] * nr_nodes
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 2 or not re.fullmatch(r"[0-9a-f]+", f[0]) or f[1] not in ("default", "local"):
+            continue
+        kv = dict(t.split("=", 1) for t in f[2:] if "=" in t)
+        if "file" in kv or "anon" not in kv:
+            continue
+        kb = int(kv.get("kernelpagesize_kB", "4"))
+        for k, v in kv.items():
+            if re.fullmatch(r"N\d+", k) and int(k[1:]) < nr_nodes:
+                mb[int(k[1:])] += int(v) * kb / 1024
+    return mb
+
+
+def check_threads(r, tasks, nodes):
+    """Threads as /proc lists them, each on its CPU's node, shares that add up."""
+    assert sorted(t["tid"] for t in r["threads"]) == sorted(int(x) for x in tasks.split()), (r["threads"], tasks)
+    assert r["nr_nodes"] == len(set(nodes.values()))
+    for t in r["threads"]:
+        assert t["on_scx"] and t["policy"] == "SCHED_OTHER", t
+        assert t["cpu"] in nodes and t["node"] == nodes[t["cpu"]], (t, nodes)
+        assert 0 <= t["llc"] < r["nr_llcs"], t
+        if t["run_ms"] > 0:
+            assert abs(sum(t["node_share"]) - 1) <= 0.01 and abs(sum(t["llc_share"]) - 1) <= 0.01, t
+    p = r["process"]
+    assert p["run_ms"] > 0 and abs(sum(p["node_share"]) - 1) <= 0.01, p
+    assert sum(p["threads_per_node"]) == len(r["threads"]), p
+
+
+def test_explain_numaq4():
+    m = machines.load("numaq4")
+    steps = [run.Step(run.parse_sched("eevdf"), EEVDF_STEP, timeout_s=30),
+             run.Step(run.parse_sched("scx_locality"), SCX_STEP, timeout_s=90)]
+    buf = io.StringIO()
+    res = run.run_job(m, steps, timeout_s=300, stream=buf, build_scheduler=False)
+    assert res.exit_code() == run.EXIT_OK, (res, buf.getvalue()[-3000:])
+    out = sections(buf.getvalue())
+    assert "end" in out, buf.getvalue()[-3000:]
+    stats = final_stats(res.steps[1].sched_log)
+    nodes = cpu_nodes(out["topo"])
+    assert len(set(nodes.values())) == 4, out["topo"]
+
+    # under EEVDF: not running
+    assert value(out["eevdf"], "explain_rc") == "12", out["eevdf"]
+    assert "scx_locality: error: scx_locality is not running" in out["eevdf"]
+
+    # the communicating pair: its threads, not tracked (small), no LLC preference (one LLC per node)
+    pair = out["pair"]
+    assert value(pair, "explain_rc") == "0", pair
+    r = report(pair)
+    check_threads(r, value(pair, "tasks"), nodes)
+    assert r["comm"] == "hackbench" and len(r["threads"]) == 3, r["threads"]
+    assert (r["home"]["value"], r["home"]["reason"]) == (-1, "not_tracked"), r["home"]
+    assert not any(p["comm"] == "hackbench" for p in stats["memory_procs"]), stats["memory_procs"]
+    assert r["pref_llc"]["reason"] == "cache_off", r["pref_llc"]
+    assert r["plan"]["reason"] == "not_tracked" and not r["plan"]["next"], r["plan"]
+    assert value(out["watch"], "lines") == "2", out["watch"]
+
+    # the process spanning nodes: thread homes, as the agent's stats show
+    span = out["span"]
+    assert value(span, "explain_rc") == "0", span
+    r = report(span)
+    check_threads(r, value(span, "tasks"), nodes)
+    assert (r["home"]["value"], r["home"]["reason"]) == (-1, "thread_homes"), r["home"]
+    homed = [t for t in r["threads"] if t["thread_home"] >= 0]
+    assert len(homed) >= 2 and sum(r["home"]["thread_homes"]) == len(homed), (r["home"], r["threads"])
+    # the agent's stats at that time (--monitor's memory_procs line) show thread homes too
+    agent = re.search(rf"^\s+mem\s+{r['pid']} memspan .* thread_homes=\[([0-9, ]+)\]", out["span_stats"], re.M)
+    assert agent and sum(int(x) for x in agent.group(1).split(",")) >= 2, out["span_stats"]
+    assert r["memory_home"]["tracked"] and len(r["memory_home"]["active"]) >= 2, r["memory_home"]
+    assert r["plan"]["reason"] == "spanning", r["plan"]
+    # memory per node as numa_maps shows it (the agent may move up to its budget's worth in between)
+    maps = numa_maps_anon_mb(out["span_maps"], r["nr_nodes"])
+    mine = [n["private_mb"] + n["shared_mb"] for n in r["memory"]["nodes"]]
+    assert abs(sum(mine) - sum(maps)) <= max(4.0, 0.05 * sum(maps)), (mine, maps)
+    for a, b in zip(mine, maps):
+        assert abs(a - b) <= max(16.0, 0.1 * sum(maps)), (mine, maps)
+    assert sum(maps) >= 128, maps
+
+    # the same in text
+    assert "home node: none for the process, too big for one node" in out["span_text"], out["span_text"]
+
+    # --top lists it, with the same rule
+    top = out["top"]
+    assert value(top, "explain_rc") == "0", top
+    t = report(top)
+    listed = [p for p in t["procs"] if p["pid"] == r["pid"]]
+    assert t["tracked"] >= 1 and listed and listed[0]["home_reason"] == "thread_homes", t
+
+    # the errors, one line each
+    err = out["errors"]
+    assert value(err, "nopid_rc") == "10" and "scx_locality: error: no such process: 999999" in err, err
+    assert value(err, "rt_rc") == "11" and "is not under sched_ext: its threads run under SCHED_FIFO" in err, err
+    assert value(err, "perm_rc") == "13" and "scx_locality: error: not allowed" in err, err
