@@ -143,7 +143,7 @@ fn preflight(p: &Paths, pid: Option<u32>) -> Result<Option<u32>> {
         if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) {
             return Err(fatal(
                 EXIT_NOT_ALLOWED,
-                format!("not allowed to read process {tgid} (/proc/{tgid}/numa_maps: {e}): run as root or as its owner"),
+                format!("not allowed to read process {tgid} (/proc/{tgid}/numa_maps: permission denied): run as root or as its owner"),
             ));
         }
     }
