@@ -276,6 +276,20 @@ DISABLED_RE = re.compile(r'sched_ext: BPF scheduler "([^"]+)" disabled \(([^)]*)
 REASON_RE = re.compile(r"sched_ext: ([^:\s]+): (.+)")
 
 
+def marked_sections(text: str, marker: str) -> dict[str, str]:
+    """Console text split at the 'MARKER: NAME' lines a job's commands echo: NAME -> the lines after it."""
+    out: dict[str, list[str]] = {}
+    cur = None
+    for line in text.splitlines():
+        m = re.match(rf"^{re.escape(marker)}: (\S+)\s*$", line)
+        if m:
+            cur = m.group(1)
+            out[cur] = []
+        elif cur:
+            out[cur].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
 def sched_exits(kernel_log: str) -> list[tuple[str, str, str | None]]:
     """(ops name, exit kind, reason) for every sched_ext disable the guest kernel logged, in order."""
     exits: list[tuple[str, str, str | None]] = []

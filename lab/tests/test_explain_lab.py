@@ -63,19 +63,6 @@ echo 'explaintest: end'
 """
 
 
-def sections(text):
-    """Console text split at the 'explaintest: NAME' markers the steps echo."""
-    out, cur = {}, None
-    for line in text.splitlines():
-        m = re.match(r"^explaintest: (\S+)\s*$", line)
-        if m:
-            cur = m.group(1)
-            out[cur] = []
-        elif cur:
-            out[cur].append(line)
-    return {k: "\n".join(v) for k, v in out.items()}
-
-
 def value(text, name):
     m = re.search(rf"^{name}: *(.*)$", text, re.M)
     assert m, f"{name} missing in:\n{text[-2000:]}"
@@ -145,7 +132,7 @@ def test_explain_numaq4():
     buf = io.StringIO()
     res = run.run_job(m, steps, timeout_s=300, stream=buf, build_scheduler=False)
     assert res.exit_code() == run.EXIT_OK, (res, buf.getvalue()[-3000:])
-    out = sections(buf.getvalue())
+    out = run.marked_sections(buf.getvalue(), "explaintest")
     assert "end" in out, buf.getvalue()[-3000:]
     stats = final_stats(res.steps[1].sched_log)
     nodes = cpu_nodes(out["topo"])

@@ -150,3 +150,9 @@ def test_bin_lab_refuses_a_hostile_guest_with_one_line(tmp_path):
     # the console reaches the terminal without control characters (no escape sequences), the file keeps it all
     assert "fake guest console ]0;retitled[2J\n" in out and "\x1b" not in out and "\x07" not in out
     assert b"\x1b]0;retitled" in (run_dir / "console.log").read_bytes()
+
+
+def test_marked_sections():
+    text = "boot noise\nmemtest: on\na: 1\nb: 2\nmemtest: off\nc: 3\nother: x\n"
+    assert run.marked_sections(text, "memtest") == {"on": "a: 1\nb: 2", "off": "c: 3\nother: x"}
+    assert run.marked_sections(text, "explaintest") == {}

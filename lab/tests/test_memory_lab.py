@@ -36,19 +36,6 @@ def final_stats(sched_log):
     raise AssertionError(f"no final stats line in {sched_log}")
 
 
-def sections(text):
-    """Console text split at the 'memtest: NAME' markers the steps echo."""
-    out, cur = {}, None
-    for line in text.splitlines():
-        m = re.match(r"^memtest: (\S+)\s*$", line)
-        if m:
-            cur = m.group(1)
-            out[cur] = []
-        elif cur:
-            out[cur].append(line)
-    return {k: "\n".join(v) for k, v in out.items()}
-
-
 def figure(text, name):
     m = re.search(rf"^{name}:\s*(-?[0-9.]+)", text, re.M)
     assert m, f"{name} missing in:\n{text[-2000:]}"
@@ -59,7 +46,7 @@ def run_steps(machine, steps, timeout_s=600):
     buf = io.StringIO()
     res = run.run_job(machines.load(machine), steps, timeout_s=timeout_s, stream=buf, build_scheduler=False)
     assert res.exit_code() == run.EXIT_OK, (res, buf.getvalue()[-3000:])
-    return res, sections(buf.getvalue())
+    return res, run.marked_sections(buf.getvalue(), "memtest")
 
 
 def test_memory_follows_threads_numa2():
@@ -132,6 +119,15 @@ def test_two_instances_settle_numa2():
     assert sorted(p["bound_node"] for p in st["memory_procs"] if p["comm"] == "jbb") == [0, 1]
 
 
+def bench_steps(tmp_path, machine, scheds, bench):
+    """One boot of `bin/lab bench` (one run): its steps by scheduler spec."""
+    out = tmp_path / "bench"
+    r = subprocess.run([LAB, "bench", "--no-build", "--machine", machine, "--runs", "1", "--sched", scheds,
+                        "--bench", bench, "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return {st["sched"]: st for run_ in json.loads((out / "results.json").read_text())["runs"] for st in run_["steps"]}
+
+
 def test_home_nodes_against_their_off_switch_numa2(tmp_path):
     """Home nodes (home.rs, home.bpf.c) against --no-home-node in one boot: two unpinned 4-thread jbb processes
     on numa2 (memory-jbb2, placement free). With homes each does all its transactions on one node and the BPF
@@ -140,14 +136,7 @@ def test_home_nodes_against_their_off_switch_numa2(tmp_path):
     0.524-0.539 without; home_kept 479-526 per step (docs/decisions.md). On a host loaded by two other guests a
     CI run measured 0.866 with homes (0.514 without), so the bar is the gap to the off switch, not a share a
     quiet host reaches."""
-    out = tmp_path / "bench"
-    r = subprocess.run([LAB, "bench", "--no-build", "--machine", "numa2", "--runs", "1",
-                        "--sched", "scx_locality,scx_locality:--no-home-node",
-                        "--bench", "memory-jbb2:placement=free", "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    steps = {st["sched"]: st for run_ in json.loads((out / "results.json").read_text())["runs"]
-             for st in run_["steps"]}
+    steps = bench_steps(tmp_path, "numa2", "scx_locality,scx_locality:--no-home-node", "memory-jbb2:placement=free")
     on, off = steps["scx_locality"], steps["scx_locality:--no-home-node"]
     share = {k: st["cases"][0]["figures"]["node-share-min"] for k, st in (("on", on), ("off", off))}
     assert share["on"] >= 0.80 and share["on"] - share["off"] >= 0.25, share
@@ -191,14 +180,8 @@ def test_thread_homes_against_their_off_switch_numaq4(tmp_path):
     home_active or xnode_home counted); with --no-thread-home no memspan thread has a home, so nothing is counted.
     How much more local the workers' private memory ends is a benchmark's figure (memory-span, docs/decisions.md):
     it depends on how fast the guest copies pages, which a loaded host changes."""
-    out = tmp_path / "bench"
-    r = subprocess.run([LAB, "bench", "--no-build", "--machine", "numaq4", "--runs", "1",
-                        "--sched", "scx_locality,scx_locality:--no-thread-home",
-                        "--bench", "memory-span:instances=2:init=threads", "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    steps = {st["sched"]: st for run_ in json.loads((out / "results.json").read_text())["runs"]
-             for st in run_["steps"]}
+    steps = bench_steps(tmp_path, "numaq4", "scx_locality,scx_locality:--no-thread-home",
+                        "memory-span:instances=2:init=threads")
     on, off = steps["scx_locality"]["final_stats"], steps["scx_locality:--no-thread-home"]["final_stats"]
     acted = {k: on[k] for k in ("home_kept", "home_active", "xnode_home")}
     assert sum(acted.values()) > 0, acted
