@@ -27,8 +27,8 @@
  *   late). llc_load and node_load are the sums over their CPUs. A new
  *   program (exec, or a process forked with --place-at-fork) is also
  *   counted at once in node_placed, which shrinks as the average takes it
- *   up (numa_note_placed()), so that programs started together see each
- *   other. A node's load in tasks is node_load + node_placed rounded to
+ *   up (numa_count_placed()), so that programs started together see each
+ *   other; the count is part of the choice (numa_place_new()). A node's load in tasks is node_load + node_placed rounded to
  *   the nearest integer. The agent
  *   also gets node_load_sum (sum of the instantaneous nr per node over all
  *   samples) and load_samples, for mean loads over any period.
@@ -228,18 +228,52 @@ static __always_inline struct numa_node_fig numa_fig(u32 n)
 }
 
 /*
- * A new program (exec, or a process placed at fork) starts on @cpu. The
- * average only sees it after several samples, so until then its load is
- * counted here; each sample removes the part the average has taken up
- * (numa_load_end()). Without this, eight jobs started together all saw
- * the same stale loads: numaq4 started three on one node and one on
- * another, and the balance pass later moved a job away from its memory.
+ * A new program (exec, or a process placed at fork) is counted on its node
+ * at once: the average only sees it after several samples, so until then
+ * its load is counted in node_placed; each sample removes the part the
+ * average has taken up (numa_load_end()). Without this, eight jobs started
+ * together all saw the same stale loads: numaq4 started three on one node
+ * and one on another, and the balance pass later moved a job away from its
+ * memory. numa_place_new() counts it with its choice (numa_rule_claim());
+ * this is the plain count, where there was no choice to make.
  */
-__hidden void numa_note_placed(s32 cpu)
+static __always_inline void numa_count_placed(u32 n)
 {
-	if (numa_mode != NUMA_OFF && cpu_valid(cpu))
-		__sync_fetch_and_add(&node_placed[cpu_node[cpu & CPU_MASK] & NODE_MASK],
-				     1 << LOAD_SHIFT);
+	__sync_fetch_and_add(&node_placed[n & NODE_MASK], 1 << LOAD_SHIFT);
+}
+
+/*
+ * Take one new program's count off node @n again, never below 0: a sample
+ * may have taken part of it up meanwhile (numa_load_end()).
+ */
+static __always_inline void numa_uncount_placed(u32 n)
+{
+	u32 i, v;
+
+	bpf_for(i, 0, NUMA_CLAIM_TRIES) {
+		v = node_placed[n & NODE_MASK];
+		if (__sync_val_compare_and_swap(&node_placed[n & NODE_MASK], v,
+						v > 1 << LOAD_SHIFT ? v - (1 << LOAD_SHIFT) : 0) == v)
+			break;
+	}
+}
+
+/*
+ * A new process that numa_place_new() counted on @from_cpu's node went to
+ * @to_cpu instead (the fork push near its parent): move the count.
+ */
+__hidden void numa_placed_moved(s32 from_cpu, s32 to_cpu)
+{
+	u32 from, to;
+
+	if (numa_mode == NUMA_OFF || !cpu_valid(from_cpu) || !cpu_valid(to_cpu))
+		return;
+	from = cpu_node[from_cpu & CPU_MASK] & NODE_MASK;
+	to = cpu_node[to_cpu & CPU_MASK] & NODE_MASK;
+	if (from == to)
+		return;
+	numa_count_placed(to);
+	numa_uncount_placed(from);
 }
 
 /* ---- the policy: its rules are in numa_rules.h, tested by src/rules.rs ---- */
@@ -501,66 +535,89 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 /*
  * A new process (fork of a group leader, or exec) whose parent / current
  * CPU is @prev_cpu: a claimed idle CPU on the least loaded node with one
- * if rule 3 sends it there, else -1
- * (normal push near the parent). Nodes are tried from the least loaded
- * up; a node with no idle CPU for @p is passed over, not given up on.
+ * if rule 3 sends it there, else -1 (normal push near the parent). Nodes
+ * are tried from the least loaded up; a node with no idle CPU for @p is
+ * passed over, not given up on. The new program is counted where it starts
+ * (node_placed): on the returned CPU's node, or @prev_cpu's for -1. The
+ * count is the claim of the choice (numa_rule_claim()): when another new
+ * program was counted on the chosen node since its figures were read, the
+ * choice is made again, so that programs started together cannot all pick
+ * the same least loaded node. A claim only fails on a concurrent placement
+ * or sample, so a few tries suffice; past them it stays, counted anyway.
  */
 __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause)
 {
 	struct numa_node_fig sf, df;
 	struct task_ctx *tctx;
-	u32 src, k;
+	u32 src, k, try;
 	s32 d, cpu;
 	u64 now, tried;
 
-	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_valid(prev_cpu))
+	if (numa_mode == NUMA_OFF || !cpu_valid(prev_cpu))
 		return -1;
+	src = cpu_node[prev_cpu & CPU_MASK] & NODE_MASK;
+	if (nr_nodes < 2)
+		goto count_src;
 	now = scx_bpf_now();
 	tctx = task_ctx(p);
-	src = cpu_node[prev_cpu & CPU_MASK];
 	/*
 	 * No once-per-interval gate (rule 4) here: a new program has no memory
 	 * to leave behind, even if a fork push just moved its process.
 	 */
-	sf = numa_fig(src);
-	tried = 1ULL << (src & NODE_MASK);
-	bpf_for(k, 1, nr_nodes) {
-		d = numa_least_loaded(tried);
-		if (d < 0)
+	bpf_for(try, 0, NUMA_CLAIM_TRIES) {
+		bool lost = false;
+
+		sf = numa_fig(src);
+		tried = 1ULL << src;
+		bpf_for(k, 1, nr_nodes) {
+			d = numa_least_loaded(tried);
+			if (d < 0)
+				break;
+			df = numa_fig(d);
+			if (place_least_loaded ? numa_rule_new_stays_least_loaded(&sf, &df) :
+						 numa_rule_new_stays(numa_mode, &sf, &df)) {
+				/* rule 3 keeps it by its parent */
+				if (!numa_rule_claim(&node_placed[src], sf.placed)) {
+					lost = true;
+					break;
+				}
+				stat_inc(STAT_NUMA_NEW_LOCAL);
+				return -1;
+			}
+			if (!numa_rule_claim(&node_placed[d & NODE_MASK], df.placed)) {
+				lost = true;
+				break;
+			}
+			cpu = numa_idle_in_node(p, d);
+			if (cpu >= 0) {
+				numa_task_crossed(tctx, now);
+				stat_inc(cause);
+				return cpu;
+			}
+			/* no room there after all: give the claim back, try the next */
+			numa_uncount_placed(d);
+			tried |= 1ULL << (d & NODE_MASK);
+		}
+		if (!lost)
 			break;
-		df = numa_fig(d);
-		if (place_least_loaded ? numa_rule_new_stays_least_loaded(&sf, &df) :
-					 numa_rule_new_stays(numa_mode, &sf, &df)) {
-			/* rule 3 keeps it by its parent */
-			stat_inc(STAT_NUMA_NEW_LOCAL);
-			return -1;
-		}
-		cpu = numa_idle_in_node(p, d);
-		if (cpu >= 0) {
-			numa_task_crossed(tctx, now);
-			stat_inc(cause);
-			return cpu;
-		}
-		tried |= 1ULL << (d & NODE_MASK);
+		stat_inc(STAT_NUMA_CLAIM_LOST);
 	}
+count_src:
+	numa_count_placed(src);
 	return -1;
 }
 
 /*
  * @p, on @cpu, exec'd since it last ran (tctx->exec_pending): place it once
- * by rule 3 and count the new program where it starts, moved or not.
+ * by rule 3, counted where it starts, moved or not (numa_place_new()).
  * Returns the claimed CPU it moves to, or -1 to stay.
  */
 __hidden s32 numa_place_exec(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
 {
-	s32 t;
-
 	if (!tctx)
 		return -1;
 	tctx->exec_pending = 0;
-	t = numa_place_new(p, cpu, STAT_XNODE_EXEC);
-	numa_note_placed(t >= 0 ? t : cpu);
-	return t;
+	return numa_place_new(p, cpu, STAT_XNODE_EXEC);
 }
 
 /*

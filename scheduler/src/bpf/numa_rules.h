@@ -157,14 +157,29 @@ static __always_inline bool numa_rule_new_stays(u32 mode, const struct numa_node
  * Rule 3 as Bligh and Hohnbaum's 2003 exec balancing placed a new program
  * (--exec-placement=least-loaded): on the least loaded node @least whenever
  * it runs fewer tasks than the parent's node @parent (the new program's own
- * placed count is added after the choice), so N programs started together
- * end one per node.
+ * placed count is added by the claim that makes the choice,
+ * numa_rule_claim()), so N programs started together end one per node.
  * No allowance: it spreads even two programs that talk to each other.
  */
 static __always_inline bool numa_rule_new_stays_least_loaded(const struct numa_node_fig *parent,
 							     const struct numa_node_fig *least)
 {
 	return numa_rule_tasks(least) >= numa_rule_tasks(parent);
+}
+
+/*
+ * Rule 3's claim: count a new program on the node its placement chose, in
+ * that node's placed figure *@placed (node_placed), as part of the choice:
+ * only if the figure still reads @seen, the value the choice was made with
+ * (one compare-and-swap). The choice compares nodes by their figures, and
+ * only placements raise them between samples: two new programs deciding at
+ * once read the same least loaded node, one claim succeeds and the other
+ * fails, so that one decides again with the first counted. Returns whether
+ * the claim succeeded.
+ */
+static __always_inline bool numa_rule_claim(u32 *placed, u32 seen)
+{
+	return __sync_val_compare_and_swap(placed, seen, seen + (1 << LOAD_SHIFT)) == seen;
 }
 
 /*

@@ -84,6 +84,11 @@ bool rules_numa_new_stays_least_loaded(const struct numa_node_fig *parent,
 	return numa_rule_new_stays_least_loaded(parent, least);
 }
 
+bool rules_numa_claim(u32 *placed, u32 seen)
+{
+	return numa_rule_claim(placed, seen);
+}
+
 bool rules_numa_push_across(const struct numa_node_fig *src, const struct numa_node_fig *dst)
 {
 	return numa_rule_push_across(src, dst);
