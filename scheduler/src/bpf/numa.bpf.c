@@ -84,9 +84,10 @@
  *    turns it off.
  * 3. Exec (and, with --place-at-fork, a new process: fork of a thread-group
  *    leader, p->pid == p->tgid). Default (--exec-placement=least-loaded,
- *    Bligh and Hohnbaum's exec balancing): starts on the least loaded node
- *    whenever it runs fewer tasks than the parent's node
- *    (numa_rule_new_stays_least_loaded()). --exec-placement=allowance:
+ *    Bligh and Hohnbaum's exec balancing): starts on the node with the
+ *    fewest tasks now whenever it has fewer than the parent's node without
+ *    the program (numa_nr_now(), numa_rule_new_stays_least_loaded(); counted
+ *    at the decision, not averaged). --exec-placement=allowance:
  *    stays near its parent (normal push) while the parent's node is
  *    not overloaded and numa_rule_adjust(idle CPUs of the least loaded node -
  *    idle CPUs of the parent's node, busiest = parent node, local_running
@@ -311,6 +312,77 @@ static s32 numa_least_loaded(u64 skip)
 			best = i;
 		}
 	}
+	return best;
+}
+
+/*
+ * Tasks on node @n now, for rule 3's least-loaded form: the CPUs running a
+ * task, plus the tasks queued there beyond what its free CPUs (idle, or
+ * @self_cpu) take at once. Read at the decision, not at the last sample.
+ * @self_cpu: the CPU whose current task is the program being placed, free
+ * for this count (-1: none). A CPU claimed for a program placed just before
+ * reads busy. Queued tasks that a free CPU takes are left out: seen on
+ * numaq4, they were the shell and the programs not placed yet, counted
+ * where they waited a moment; counting them sent a program onto a node that
+ * already ran one. The count is kept in nr_now_acc[this CPU], and the
+ * function is global: with a local count the verifier followed every CPU of
+ * every node and gave up.
+ */
+struct nr_now_acc {
+	u32 busy, queued, free;
+} nr_now_acc[MAX_CPUS];
+
+__hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
+{
+	const struct cpumask *idle;
+	u32 i, me = bpf_get_smp_processor_id() & CPU_MASK;
+	struct nr_now_acc *a = &nr_now_acc[me];
+	s32 q, pq, lq;
+
+	if (n >= MAX_NODES)
+		return 0;
+	a->busy = a->queued = a->free = 0;
+	idle = scx_bpf_get_idle_cpumask();
+	bpf_for(i, node_off[n], node_off[n + 1]) {
+		u32 c = node_cpus[i & CPU_MASK] & CPU_MASK;
+
+		if (!cpu_online(c))
+			continue;
+		q = scx_bpf_dsq_nr_queued(c);
+		pq = scx_bpf_dsq_nr_queued(pinned_dsq(c));
+		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | c);
+		a->queued += (q > 0 ? q : 0) + (pq > 0 ? pq : 0) + (lq > 0 ? lq : 0);
+		if ((s32)c == self_cpu || bpf_cpumask_test_cpu(c, idle))
+			a->free++;
+		else
+			a->busy++;
+	}
+	scx_bpf_put_idle_cpumask(idle);
+	return a->busy + (a->queued > a->free ? a->queued - a->free : 0);
+}
+
+/*
+ * The node not in @skip with the fewest tasks now (numa_nr_now();
+ * on a tie the lower decayed load), its count in *@nr; -1 if none.
+ */
+static s32 numa_least_nr(u64 skip, s32 self_cpu, u32 *nr)
+{
+	u32 i, l, best_nr = ~0U, best_load = ~0U;
+	s32 best = -1;
+
+	bpf_for(i, 0, nr_nodes) {
+		if (i >= MAX_NODES)
+			break;
+		if (skip & (1ULL << i))
+			continue;
+		l = numa_nr_now(i, self_cpu);
+		if (l < best_nr || (l == best_nr && node_load_now(i) < best_load)) {
+			best_nr = l;
+			best_load = node_load_now(i);
+			best = i;
+		}
+	}
+	*nr = best_nr;
 	return best;
 }
 
@@ -544,13 +616,18 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
  * choice is made again, so that programs started together cannot all pick
  * the same least loaded node. A claim only fails on a concurrent placement
  * or sample, so a few tries suffice; past them it stays, counted anyway.
+ * Least loaded: by the decayed figures (node_load + node_placed) for
+ * --exec-placement=allowance, by tasks now (numa_nr_now()) for
+ * least-loaded; there the claim's winner shows in the loser's second
+ * choice through the idle CPU it took.
  */
 __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause)
 {
 	struct numa_node_fig sf, df;
+	struct task_struct *cur;
 	struct task_ctx *tctx;
-	u32 src, k, try;
-	s32 d, cpu;
+	u32 src, k, try, parent_nr = 0, least_nr;
+	s32 d, cpu, self_cpu = -1;
 	u64 now, tried;
 
 	if (numa_mode == NUMA_OFF || !cpu_valid(prev_cpu))
@@ -561,21 +638,36 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 	now = scx_bpf_now();
 	tctx = task_ctx(p);
 	/*
+	 * Placed by ops.enqueue as its slice ends, @p still runs on prev_cpu:
+	 * that CPU is busy with @p itself, not with another task.
+	 */
+	cur = bpf_get_current_task_btf();
+	if (cur && cur->pid == p->pid)
+		self_cpu = prev_cpu;
+	/*
 	 * No once-per-interval gate (rule 4) here: a new program has no memory
 	 * to leave behind, even if a fork push just moved its process.
 	 */
 	bpf_for(try, 0, NUMA_CLAIM_TRIES) {
-		bool lost = false;
+		bool lost = false, stays;
 
 		sf = numa_fig(src);
+		if (place_least_loaded)
+			parent_nr = numa_nr_now(src, self_cpu);
 		tried = 1ULL << src;
 		bpf_for(k, 1, nr_nodes) {
-			d = numa_least_loaded(tried);
+			if (place_least_loaded)
+				d = numa_least_nr(tried, self_cpu, &least_nr);
+			else
+				d = numa_least_loaded(tried);
 			if (d < 0)
 				break;
 			df = numa_fig(d);
-			if (place_least_loaded ? numa_rule_new_stays_least_loaded(&sf, &df) :
-						 numa_rule_new_stays(numa_mode, &sf, &df)) {
+			if (place_least_loaded)
+				stays = numa_rule_new_stays_least_loaded(parent_nr, least_nr);
+			else
+				stays = numa_rule_new_stays(numa_mode, &sf, &df);
+			if (stays) {
 				/* rule 3 keeps it by its parent */
 				if (!numa_rule_claim(&node_placed[src], sf.placed)) {
 					lost = true;
