@@ -176,13 +176,15 @@ def test_spanning_memory_against_its_off_switch_numaq4():
 def test_thread_homes_against_their_off_switch_numaq4(tmp_path):
     """Thread homes (home.rs assign_thread_homes(), home.bpf.c) against --no-thread-home in one boot: two memspan
     processes of 4 workers each fill numaq4 (4 nodes x 2 CPUs), so neither fits a node and neither gets a process
-    home. With default flags each worker gets a node of its own and the BPF side keeps it there (home_kept,
-    home_active or xnode_home counted); with --no-thread-home no memspan thread has a home, so nothing is counted.
+    home. With default flags the agent gives the workers thread homes (memory_thread_homes) and the BPF side keeps
+    them there (home_kept, home_active or xnode_home counted); with --no-thread-home it gives none. (A process home
+    may still come and go there: on a loaded host a starved memspan can look like 2 busy threads for a pass.)
     How much more local the workers' private memory ends is a benchmark's figure (memory-span, docs/decisions.md):
     it depends on how fast the guest copies pages, which a loaded host changes."""
     steps = bench_steps(tmp_path, "numaq4", "scx_locality,scx_locality:--no-thread-home",
                         "memory-span:instances=2:init=threads")
     on, off = steps["scx_locality"]["final_stats"], steps["scx_locality:--no-thread-home"]["final_stats"]
     acted = {k: on[k] for k in ("home_kept", "home_active", "xnode_home")}
-    assert sum(acted.values()) > 0, acted
-    assert all(off[k] == 0 for k in acted), {k: off[k] for k in acted}
+    assert on["memory_thread_homes"] >= 8 and sum(acted.values()) > 0, (on["memory_thread_homes"], acted)
+    assert off["memory_thread_homes"] == 0, off["memory_thread_homes"]
+    assert not any(p["thread_homes"] for p in off["memory_procs"]), off["memory_procs"]

@@ -44,7 +44,8 @@
 //! homes only); homes need `--memory` (the memory thread plans them) and a
 //! NUMA policy (BPF enforces them): see Opts::home_node().
 //! Stats (BPF counters, stats.rs): xnode_home, home_kept, home_active,
-//! home_swaps; per process (memory_procs) thread_homes.
+//! home_swaps; memory_thread_homes (given or changed); per process
+//! (memory_procs) thread_homes.
 
 use libbpf_rs::{MapCore, MapFlags};
 use log::warn;
@@ -303,6 +304,8 @@ impl Placer {
             return;
         }
         log::debug!("memory: home nodes {:?}, thread homes {:?}", plan.procs, plan.threads);
+        let given = plan.threads.iter().filter(|(tid, h)| self.home_plan.threads.get(tid) != Some(h)).count();
+        self.stats.lock().map(|mut s| s.thread_homes += given as u64).ok();
         if let Ok(mut h) = self.homes.lock() {
             h.gen += 1;
             h.plan = plan.clone();

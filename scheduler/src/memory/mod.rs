@@ -270,7 +270,7 @@ impl Proc {
 
 pub(crate) struct Placer {
     pub(crate) o: MemOpts,
-    stats: Arc<Mutex<MemStats>>,
+    pub(crate) stats: Arc<Mutex<MemStats>>,
     pub(crate) homes: Arc<Mutex<Homes>>,
     /// the home plan last published (home.rs)
     pub(crate) home_plan: HomePlan,
