@@ -286,7 +286,7 @@ pub(crate) struct Placer {
     cursor: HashMap<(u32, u64), u64>,
     /// where the next pass's /proc sweep starts (sample.rs)
     scan_cursor: sample::ScanCursor,
-    /// pid -> the pass that first listed it in /proc (0: the first pass)
+    /// pid -> the pass that first listed it in /proc
     first_listed: HashMap<u32, u64>,
     /// move_pages calls in this pass (debug log)
     calls: u64,
