@@ -289,15 +289,10 @@ impl Placer {
         // a process with thread homes is active where they are: its memory
         // is planned for the nodes its threads are kept on, from this pass
         let nn = self.o.nr_nodes.max(1);
-        let mut homed: HashMap<u32, Vec<bool>> = HashMap::new();
-        for &(pid, n) in plan.threads.values() {
-            if n < nn {
-                homed.entry(pid).or_insert_with(|| vec![false; nn])[n] = true;
-            }
-        }
-        for (pid, active) in homed {
+        let homed: std::collections::HashSet<u32> = plan.threads.values().map(|&(pid, _)| pid).collect();
+        for pid in homed {
             if let Some(p) = self.procs.get_mut(&pid) {
-                p.active = active;
+                p.active = plan.threads_per_node(pid, nn).iter().map(|&c| c > 0).collect();
             }
         }
         if plan == self.home_plan {

@@ -588,11 +588,9 @@ impl Placer {
                     private_chunks,
                     shared_chunks,
                     settling_chunks,
-                    thread_homes: if self.home_plan.threads.values().any(|&(p, _)| p == pid) {
-                        self.home_plan.threads_per_node(pid, self.o.nr_nodes)
-                    } else {
-                        vec![]
-                    },
+                    thread_homes: Some(self.home_plan.threads_per_node(pid, self.o.nr_nodes))
+                        .filter(|per| per.iter().any(|&c| c > 0))
+                        .unwrap_or_default(),
                 },
             );
         }
