@@ -156,7 +156,10 @@ def test_spanning_memory_against_its_off_switch_numaq4():
     one boot: memspan's 4 threads need 2 of numaq4's 2-CPU nodes; its main thread first-touches the 128 MB shared
     array, so all of it starts on one node. With default flags the agent gathers write-fault evidence (chunks
     classed) and spreads the array: measured (bin/lab bench memory-span, 3 boots) the largest node held 0.67-0.72
-    of it; the bar, 0.85, needs 19 MB moved in 20 s. With --memory=off nothing moves and one node keeps it all."""
+    of it; the bar, 0.85, needs 19 MB moved in 20 s. With --memory=off no page moves. (Where the array starts is
+    not the agent's doing: if the scheduler moves the main thread to another node during its first touch, the
+    array starts split, as one CI run saw with --memory=off: 0.66 on one node. So both steps are judged by pages
+    moved, and the spread step by the share as well.)"""
     cmd = ("echo 1 > /proc/sys/kernel/bpf_stats_enabled; echo 1 > /proc/sys/kernel/numa_balancing; "
            "memspan -N 2 -S 128 -P 16 -r 20 -w 1 --init=main")
     steps = [run.Step(run.parse_sched("scx_locality"), f"echo 'memtest: spread'; {cmd}"),
@@ -164,7 +167,8 @@ def test_spanning_memory_against_its_off_switch_numaq4():
     res, out = run_steps("numaq4", steps)
     on, off = (final_stats(s.sched_log) for s in res.steps)
     assert shared_max_share(out["spread"]) <= 0.85, out["spread"][-2000:]
-    assert shared_max_share(out["off"]) >= 0.95, out["off"][-2000:]
+    assert figure(out["spread"], "memspan_migrated_pages") > 0, out["spread"][-2000:]
+    assert figure(out["off"], "memspan_migrated_pages") == 0, out["off"][-2000:]
     procs = [p for p in on["memory_procs"] if p["comm"] == "memspan"]
     assert procs and len(procs[0]["active"]) >= 2, on["memory_procs"]
     assert procs[0]["private_chunks"] + procs[0]["shared_chunks"] + procs[0]["settling_chunks"] > 0, procs
@@ -176,13 +180,15 @@ def test_spanning_memory_against_its_off_switch_numaq4():
 def test_thread_homes_against_their_off_switch_numaq4(tmp_path):
     """Thread homes (home.rs assign_thread_homes(), home.bpf.c) against --no-thread-home in one boot: two memspan
     processes of 4 workers each fill numaq4 (4 nodes x 2 CPUs), so neither fits a node and neither gets a process
-    home. With default flags each worker gets a node of its own and the BPF side keeps it there (home_kept,
-    home_active or xnode_home counted); with --no-thread-home no memspan thread has a home, so nothing is counted.
+    home. With default flags the agent gives the workers thread homes (memory_thread_homes) and the BPF side keeps
+    them there (home_kept, home_active or xnode_home counted); with --no-thread-home it gives none. (A process home
+    may still come and go there: on a loaded host a starved memspan can look like 2 busy threads for a pass.)
     How much more local the workers' private memory ends is a benchmark's figure (memory-span, docs/decisions.md):
     it depends on how fast the guest copies pages, which a loaded host changes."""
     steps = bench_steps(tmp_path, "numaq4", "scx_locality,scx_locality:--no-thread-home",
                         "memory-span:instances=2:init=threads")
     on, off = steps["scx_locality"]["final_stats"], steps["scx_locality:--no-thread-home"]["final_stats"]
     acted = {k: on[k] for k in ("home_kept", "home_active", "xnode_home")}
-    assert sum(acted.values()) > 0, acted
-    assert all(off[k] == 0 for k in acted), {k: off[k] for k in acted}
+    assert on["memory_thread_homes"] >= 8 and sum(acted.values()) > 0, (on["memory_thread_homes"], acted)
+    assert off["memory_thread_homes"] == 0, off["memory_thread_homes"]
+    assert not any(p["thread_homes"] for p in off["memory_procs"]), off["memory_procs"]

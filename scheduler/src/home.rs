@@ -44,7 +44,8 @@
 //! homes only); homes need `--memory` (the memory thread plans them) and a
 //! NUMA policy (BPF enforces them): see Opts::home_node().
 //! Stats (BPF counters, stats.rs): xnode_home, home_kept, home_active,
-//! home_swaps; per process (memory_procs) thread_homes.
+//! home_swaps; memory_thread_homes (given or changed); per process
+//! (memory_procs) thread_homes.
 
 use libbpf_rs::{MapCore, MapFlags};
 use log::warn;
@@ -288,21 +289,18 @@ impl Placer {
         // a process with thread homes is active where they are: its memory
         // is planned for the nodes its threads are kept on, from this pass
         let nn = self.o.nr_nodes.max(1);
-        let mut homed: HashMap<u32, Vec<bool>> = HashMap::new();
-        for &(pid, n) in plan.threads.values() {
-            if n < nn {
-                homed.entry(pid).or_insert_with(|| vec![false; nn])[n] = true;
-            }
-        }
-        for (pid, active) in homed {
+        let homed: std::collections::HashSet<u32> = plan.threads.values().map(|&(pid, _)| pid).collect();
+        for pid in homed {
             if let Some(p) = self.procs.get_mut(&pid) {
-                p.active = active;
+                p.active = plan.threads_per_node(pid, nn).iter().map(|&c| c > 0).collect();
             }
         }
         if plan == self.home_plan {
             return;
         }
         log::debug!("memory: home nodes {:?}, thread homes {:?}", plan.procs, plan.threads);
+        let given = plan.threads.iter().filter(|(tid, h)| self.home_plan.threads.get(tid) != Some(h)).count();
+        self.stats.lock().map(|mut s| s.thread_homes += given as u64).ok();
         if let Ok(mut h) = self.homes.lock() {
             h.gen += 1;
             h.plan = plan.clone();

@@ -221,6 +221,8 @@ loc_stats!(metrics_with_counters! {
         pub memory_affinity_binds: u64,
         #[stat(desc = "memory placement: processes unbound")]
         pub memory_affinity_unbinds: u64,
+        #[stat(desc = "home nodes: thread homes given or changed (threads of processes too big for one node)")]
+        pub memory_thread_homes: u64,
         #[stat(desc = "memory placement: pages refused with EACCES (a target outside the task's cpuset, or a page mapped by several processes)")]
         pub memory_fail_eacces: u64,
         #[stat(desc = "memory placement: pages refused with ENOMEM (no room on the target node)")]
@@ -272,6 +274,7 @@ impl Metrics {
         self.memory_peak_mbps = round2(m.peak_bytes_per_s as f64 / (1u64 << 20) as f64);
         self.memory_budget_waits = m.budget_waits;
         self.memory_affinity_binds = m.affinity_binds;
+        self.memory_thread_homes = m.thread_homes;
         self.memory_affinity_unbinds = m.affinity_unbinds;
         self.memory_fail_eacces = m.fail.eacces;
         self.memory_fail_enomem = m.fail.enomem;
@@ -331,6 +334,7 @@ impl Metrics {
             memory_peak_mbps: self.memory_peak_mbps,
             memory_budget_waits: d(self.memory_budget_waits, prev.memory_budget_waits),
             memory_affinity_binds: d(self.memory_affinity_binds, prev.memory_affinity_binds),
+            memory_thread_homes: d(self.memory_thread_homes, prev.memory_thread_homes),
             memory_affinity_unbinds: d(self.memory_affinity_unbinds, prev.memory_affinity_unbinds),
             memory_fail_eacces: d(self.memory_fail_eacces, prev.memory_fail_eacces),
             memory_fail_enomem: d(self.memory_fail_enomem, prev.memory_fail_enomem),
@@ -392,6 +396,7 @@ impl Metrics {
             memory_peak_mbps: self.memory_peak_mbps.max(other.memory_peak_mbps),
             memory_budget_waits: self.memory_budget_waits + other.memory_budget_waits,
             memory_affinity_binds: self.memory_affinity_binds + other.memory_affinity_binds,
+            memory_thread_homes: self.memory_thread_homes + other.memory_thread_homes,
             memory_affinity_unbinds: self.memory_affinity_unbinds + other.memory_affinity_unbinds,
             memory_fail_eacces: self.memory_fail_eacces + other.memory_fail_eacces,
             memory_fail_enomem: self.memory_fail_enomem + other.memory_fail_enomem,
@@ -606,7 +611,8 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  memory left alone: rule={} mlock={} cpuset={} mempolicy={}  pid_reused={}  affinity binds={} unbinds={}",
+            "  memory left alone: rule={} mlock={} cpuset={} mempolicy={}  pid_reused={}  affinity binds={} unbinds={}  \
+             thread_homes={}",
             self.memory_skip_rule,
             self.memory_skip_mlock,
             self.memory_skip_cpuset,
@@ -614,6 +620,7 @@ impl Metrics {
             self.memory_pid_reused,
             self.memory_affinity_binds,
             self.memory_affinity_unbinds,
+            self.memory_thread_homes,
         )?;
         writeln!(
             w,
@@ -926,6 +933,7 @@ mod tests {
             budget_waits: 2,
             affinity_binds: 1,
             affinity_unbinds: 2,
+            thread_homes: 12,
             fail: crate::memory::report::Fails { eacces: 1, enomem: 2, ebusy: 3, other: 4 },
             backoffs: 5,
             skip_rule: 6,
@@ -1010,7 +1018,7 @@ mod tests {
   load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
   cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
   memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0) peak=0.0MB/s waits=0
-  memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0
+  memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0  thread_homes=0
   memory cpu=0ms (scan 0ms, moving 0ms) move_calls=0 (waits 0) numa_maps_reads=0 scan_deferred=0
   agent  cpu=0.0ms in 0.0s: 0.000% of one CPU
 ";

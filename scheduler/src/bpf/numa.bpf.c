@@ -451,6 +451,26 @@ __hidden bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst)
 }
 
 /*
+ * Take one unit of node @n's cross-node budget. Several CPUs of @n may steal
+ * at once, so the check and the spending are one atomic step: the budget
+ * never goes below zero and the steals never exceed what the pass gave.
+ */
+static bool numa_budget_take(u32 n)
+{
+	s32 *b = &node_budget[n & NODE_MASK], old;
+	u32 i;
+
+	bpf_for(i, 0, 8) {
+		old = *b;
+		if (old <= 0)
+			return false;
+		if (__sync_val_compare_and_swap(b, old, old - 1) == old)
+			return true;
+	}
+	return false;
+}
+
+/*
  * ops.enqueue of @p on @cpu: rule 6, if the pass marked @cpu, send the task
  * that was just preempted there to the marked node: an idle CPU of it
  * (*@claimed = true) or, if the pass's kick has just woken the only idle
@@ -489,7 +509,7 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 		if (!cpu_valid(dst) || !cpu_online(dst))
 			return -1;
 	}
-	__sync_fetch_and_sub(&node_budget[to & NODE_MASK], 1);
+	numa_budget_take(to);	/* spends the unit the pass gave; never below zero */
 	numa_task_crossed(tctx, now);
 	stat_inc(STAT_XNODE_ACTIVE);
 	return dst;
@@ -801,9 +821,10 @@ __hidden bool numa_steal_open(s32 cpu)
 
 /*
  * May @cpu steal queued work from @victim in another node? NUMA_STEAL_NO;
- * NUMA_STEAL_BUDGET within the balance pass's budget (rule 1); or
- * NUMA_STEAL_OVERLOAD, the victim's node being overloaded while ours is
- * not (rule 7).
+ * NUMA_STEAL_BUDGET within the balance pass's budget (rule 1), one unit of
+ * which is now taken; or NUMA_STEAL_OVERLOAD, the victim's node being
+ * overloaded while ours is not (rule 7). The caller reports the outcome to
+ * numa_steal_end(), which gives the unit back if nothing was stolen.
  */
 __hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
 {
@@ -813,23 +834,22 @@ __hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
 		return steal_cross_node ? NUMA_STEAL_BUDGET : NUMA_STEAL_NO;
 	n = cpu_node[cpu & CPU_MASK] & NODE_MASK;
 	vn = cpu_node[victim & CPU_MASK];
-	if (node_budget[n] > 0 && vn == node_src[n])
+	if (vn == node_src[n] && numa_budget_take(n))
 		return NUMA_STEAL_BUDGET;
 	if (numa_node_overloaded(vn, 0) && !numa_node_overloaded(n, 0))
 		return NUMA_STEAL_OVERLOAD;
 	return NUMA_STEAL_NO;
 }
 
-/* @cpu stole a task from another node: spend budget when it came from there */
-__hidden void numa_stole_across(s32 cpu, u32 why)
+/* the outcome of a steal numa_may_steal_across() allowed for @why */
+__hidden void numa_steal_end(s32 cpu, u32 why, bool stole)
 {
-	if (why == NUMA_STEAL_OVERLOAD) {
-		stat_inc(STAT_XNODE_STEAL_OVERLOAD);
+	if (!stole) {
+		if (why == NUMA_STEAL_BUDGET && numa_mode != NUMA_OFF)
+			__sync_fetch_and_add(&node_budget[cpu_node[cpu & CPU_MASK] & NODE_MASK], 1);
 		return;
 	}
-	if (numa_mode != NUMA_OFF)
-		__sync_fetch_and_sub(&node_budget[cpu_node[cpu & CPU_MASK] & NODE_MASK], 1);
-	stat_inc(STAT_XNODE_STEAL_BALANCE);
+	stat_inc(why == NUMA_STEAL_OVERLOAD ? STAT_XNODE_STEAL_OVERLOAD : STAT_XNODE_STEAL_BALANCE);
 }
 
 /* ---- load tracking and the balance pass (called from the timer) ---- */

@@ -36,7 +36,7 @@ void numa_task_crossed(struct task_ctx *tctx, u64 now);
 enum { NUMA_STEAL_NO, NUMA_STEAL_BUDGET, NUMA_STEAL_OVERLOAD };
 bool numa_steal_open(s32 cpu);
 u32 numa_may_steal_across(s32 cpu, s32 victim);
-void numa_stole_across(s32 cpu, u32 why);
+void numa_steal_end(s32 cpu, u32 why, bool stole);
 bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst);
 
 /* accounting: ops.running / ops.stopping, and the heartbeat timer */

@@ -221,16 +221,17 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 	rot = rotor_next(cpu);
 	bpf_for(i, 0, nr_cpus) {
 		u32 v = ((rot + i) % nr_cpus) & CPU_MASK, why;
+		bool stole;
 
 		if (cpu_node[v] == cpu_node[c])
 			continue;
 		why = numa_may_steal_across(cpu, v);
 		if (why == NUMA_STEAL_NO)
 			continue;
-		if (try_victim(cpu, v, min_queued,
-			       STEAL_CROSS | (cache_aware ? STEAL_GATE : 0))) {
+		stole = try_victim(cpu, v, min_queued, STEAL_CROSS | (cache_aware ? STEAL_GATE : 0));
+		numa_steal_end(cpu, why, stole);
+		if (stole) {
 			stat_inc(STAT_STEAL_REMOTE);
-			numa_stole_across(cpu, why);
 			return true;
 		}
 	}

@@ -270,7 +270,7 @@ impl Proc {
 
 pub(crate) struct Placer {
     pub(crate) o: MemOpts,
-    stats: Arc<Mutex<MemStats>>,
+    pub(crate) stats: Arc<Mutex<MemStats>>,
     pub(crate) homes: Arc<Mutex<Homes>>,
     /// the home plan last published (home.rs)
     pub(crate) home_plan: HomePlan,
@@ -286,7 +286,7 @@ pub(crate) struct Placer {
     cursor: HashMap<(u32, u64), u64>,
     /// where the next pass's /proc sweep starts (sample.rs)
     scan_cursor: sample::ScanCursor,
-    /// pid -> the pass that first listed it in /proc (0: the first pass)
+    /// pid -> the pass that first listed it in /proc
     first_listed: HashMap<u32, u64>,
     /// move_pages calls in this pass (debug log)
     calls: u64,
@@ -588,11 +588,9 @@ impl Placer {
                     private_chunks,
                     shared_chunks,
                     settling_chunks,
-                    thread_homes: if self.home_plan.threads.values().any(|&(p, _)| p == pid) {
-                        self.home_plan.threads_per_node(pid, self.o.nr_nodes)
-                    } else {
-                        vec![]
-                    },
+                    thread_homes: Some(self.home_plan.threads_per_node(pid, self.o.nr_nodes))
+                        .filter(|per| per.iter().any(|&c| c > 0))
+                        .unwrap_or_default(),
                 },
             );
         }

@@ -86,6 +86,8 @@ pub struct MemStats {
     pub peak_bytes_per_s: u64,
     pub budget_waits: u64,
     pub affinity_binds: u64,
+    /// thread homes given or changed (home.rs)
+    pub thread_homes: u64,
     pub affinity_unbinds: u64,
     /// pages refused per cause (move_failed is their sum)
     pub fail: Fails,

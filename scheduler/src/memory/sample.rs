@@ -30,7 +30,7 @@
 //!
 //! Budget: a pass visits at most SCAN_PROCS processes, the ones tracked
 //! (past MIN_RSS_MB) or young (listed for the first time within YOUNG_SCANS
-//! passes) first, a quarter of the count kept for the others;
+//! passes, the agent's first pass included) first, a quarter of the count kept for the others;
 //! the sweep over the others (one statm read each) stops SCAN_TIME after it
 //! began. Each class resumes where the last pass stopped (ScanCursor), so
 //! every process is visited within a bounded number of passes; a process
@@ -106,12 +106,13 @@ pub const SCAN_TIME: Duration = Duration::from_millis(4);
 /// A process that appeared in /proc within this many passes is visited
 /// every pass, as the tracked ones are: a program just started is found as
 /// soon as it has grown past MIN_RSS_MB, not when the sweep comes round.
+/// Those already there at the agent's start count as appearing at its
+/// first pass: a program started with the scheduler is found at once too.
 pub const YOUNG_SCANS: u64 = 10;
 
-/// Is a process first listed at pass `first` (0: already there when the
-/// agent started) still young at pass `scan`?
+/// Is a process first listed at pass `first` still young at pass `scan`?
 pub fn young(first: u64, scan: u64) -> bool {
-    first > 0 && scan.saturating_sub(first) < YOUNG_SCANS
+    scan.saturating_sub(first) < YOUNG_SCANS
 }
 
 /// The time rule of one pass: tracked processes are bounded by the count
@@ -196,7 +197,7 @@ impl Placer {
         pids.sort_unstable();
         let scan = self.scan;
         for &p in &pids {
-            self.first_listed.entry(p).or_insert(if scan == 1 { 0 } else { scan });
+            self.first_listed.entry(p).or_insert(scan);
         }
         self.first_listed.retain(|p, _| pids.binary_search(p).is_ok());
         let first = &self.first_listed;
@@ -436,11 +437,10 @@ mod tests {
         assert_eq!(&o[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
     }
 
-    /// Young processes: listed after the agent started, for YOUNG_SCANS
-    /// passes; those already there at the first pass never are.
+    /// Young processes: for YOUNG_SCANS passes after they were first listed.
     #[test]
     fn young_processes() {
-        assert!(!young(0, 1) && !young(0, 5));
+        assert!(young(1, 1) && young(1, YOUNG_SCANS) && !young(1, 1 + YOUNG_SCANS));
         assert!(young(3, 3) && young(3, 3 + YOUNG_SCANS - 1));
         assert!(!young(3, 3 + YOUNG_SCANS));
     }
