@@ -488,13 +488,10 @@ void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 	 * Nothing worth taking. If prev is still runnable let it keep the
 	 * CPU: refill its slice with ours (the kernel keeps a prev that has
 	 * slice left; with SCX_OPS_ENQ_LAST it would otherwise put it back
-	 * through ops.enqueue).
-	 */
-	/*
-	 * Exec'd and not placed yet (numa.bpf.c rule 3): not kept here, so that
-	 * the kernel puts it back through ops.enqueue (SCX_OPS_ENQ_LAST), where
-	 * it is placed. A CPU-bound program alone on its CPU is otherwise never
-	 * enqueued, and exec placement never saw it.
+	 * through ops.enqueue). Except a program whose exec placement is not
+	 * settled (numa.bpf.c rule 3): the kernel puts it back through
+	 * ops.enqueue, where it is placed. A CPU-bound program alone on its
+	 * CPU would otherwise never be enqueued, and never placed.
 	 */
 	if (prev_runnable && exec_unplaced(prev))
 		return;
@@ -625,6 +622,7 @@ s32 BPF_STRUCT_OPS(locality_init_task, struct task_struct *p,
 	tctx->vtime_cpu = -1;
 	tctx->last_cpu = -1;
 	tctx->exec_pending = 0;
+	tctx->exec_at = 0;
 	tctx->home = -1;
 	tctx->home_gen = 0;
 	tctx->xnode_at = 0;

@@ -104,7 +104,9 @@
  *    returns prev_cpu for WF_EXEC before asking the BPF scheduler, and
  *    the headers have no SCX_WAKE_EXEC), so a
  *    tp_btf/sched_process_exec program marks the task and the placement
- *    is done at its next ops.select_cpu or ops.enqueue.
+ *    is done at its next ops.select_cpu or ops.enqueue; a program that
+ *    stayed is checked again at its slice ends for one balance interval
+ *    (numa_place_exec()).
  * 4. Per task: in policy modes a task that changed node (by any of the
  *    above) may not change node again by 1.-3. for numa_interval_ns
  *    (task_ctx.xnode_at). Draining an offline CPU ignores all of this.
@@ -639,9 +641,11 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
  * Least loaded: by the decayed figures (node_load + node_placed) for
  * --exec-placement=allowance, by tasks now (numa_nr_now()) for
  * least-loaded; there the claim's winner shows in the loser's second
- * choice through the idle CPU it took.
+ * choice through the idle CPU it took. @again: a program checked before
+ * and counted then: staying is neither counted nor a decision (STAT_NUMA_NEW_LOCAL).
  */
-__hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause)
+__hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause,
+			    bool again)
 {
 	struct numa_node_fig sf, df;
 	struct task_struct *cur;
@@ -689,6 +693,8 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 				stays = numa_rule_new_stays(numa_mode, &sf, &df);
 			if (stays) {
 				/* rule 3 keeps it by its parent */
+				if (again)
+					return -1;
 				if (!numa_rule_claim(&node_placed[src], sf.placed)) {
 					lost = true;
 					break;
@@ -715,21 +721,38 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 		stat_inc(STAT_NUMA_CLAIM_LOST);
 	}
 count_src:
-	numa_count_placed(src);
+	if (!again)
+		numa_count_placed(src);
 	return -1;
 }
 
 /*
- * @p, on @cpu, exec'd since it last ran (tctx->exec_pending): place it once
- * by rule 3, counted where it starts, moved or not (numa_place_new()).
- * Returns the claimed CPU it moves to, or -1 to stay.
+ * @p, on @cpu, exec'd since it last ran (tctx->exec_pending): place it by
+ * rule 3, counted where it starts, moved or not (numa_place_new()).
+ * Returns the claimed CPU it moves to, or -1 to stay. Least-loaded: a
+ * program that stays is checked again at each slice end for one balance
+ * interval after its first check, until it moves once. The moment of an
+ * exec is when the machine is most stirred: seen on numaq4, the shell, the
+ * programs it starts after this one and kernel workers kept every other
+ * node busy for a moment, so two programs stayed on one node while a node
+ * stayed empty, and the balance pass rightly leaves two CPU-bound tasks on
+ * a node of two CPUs (rule 1's allowance).
  */
 __hidden s32 numa_place_exec(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
 {
+	u64 now = scx_bpf_now();
+	bool again;
+	s32 t;
+
 	if (!tctx)
 		return -1;
-	tctx->exec_pending = 0;
-	return numa_place_new(p, cpu, STAT_XNODE_EXEC);
+	again = tctx->exec_at != 0;
+	if (!again)
+		tctx->exec_at = now ?: 1;
+	t = numa_place_new(p, cpu, STAT_XNODE_EXEC, again);
+	if (t >= 0 || !place_least_loaded || time_delta(now, tctx->exec_at) >= numa_interval_ns)
+		tctx->exec_pending = 0;
+	return t;
 }
 
 /*
@@ -1032,7 +1055,9 @@ int BPF_PROG(locality_exec, struct task_struct *p, pid_t old_pid,
 	if (numa_mode == NUMA_OFF || nr_nodes < 2)
 		return 0;
 	tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	if (tctx)
+	if (tctx) {
 		tctx->exec_pending = 1;
+		tctx->exec_at = 0;
+	}
 	return 0;
 }

@@ -51,7 +51,7 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64
 		 * them as busy CPUs made a node of sleeping threads look full.
 		 */
 		if (program)
-			cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
+			cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK, false);
 		if (cpu < 0) {
 			cpu = push_pick_cpu(p, prev_cpu, true);
 			if (program && cpu >= 0)
