@@ -22,6 +22,8 @@ const ONE: u32 = 1 << intf::locality_consts_LOAD_SHIFT;
 mod numa {
     use super::*;
     use std::mem::{offset_of, size_of};
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    use std::sync::{Arc, Barrier};
 
     const OFF: u32 = intf::numa_mode_NUMA_OFF;
     const UPSTREAM: u32 = intf::numa_mode_NUMA_UPSTREAM;
@@ -64,10 +66,8 @@ mod numa {
             parent: *const NumaNodeFig,
             least: *const NumaNodeFig,
         ) -> bool;
-        fn rules_numa_new_stays_least_loaded(
-            parent: *const NumaNodeFig,
-            least: *const NumaNodeFig,
-        ) -> bool;
+        fn rules_numa_new_stays_least_loaded(parent_nr: u32, least_nr: u32) -> bool;
+        fn rules_numa_claim(placed: *mut u32, seen: u32) -> bool;
         fn rules_numa_push_across(src: *const NumaNodeFig, dst: *const NumaNodeFig) -> bool;
         fn rules_numa_may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool;
         fn rules_numa_few_partners(waker_flips: i64, wakee_flips: i64, llc_cpus: u32) -> bool;
@@ -94,8 +94,13 @@ mod numa {
     fn new_stays(mode: u32, parent: &NumaNodeFig, least: &NumaNodeFig) -> bool {
         unsafe { rules_numa_new_stays(mode, parent, least) }
     }
-    fn new_stays_least_loaded(parent: &NumaNodeFig, least: &NumaNodeFig) -> bool {
-        unsafe { rules_numa_new_stays_least_loaded(parent, least) }
+    /// tasks runnable now: on the parent's node without the program, on the least loaded node
+    fn new_stays_least_loaded(parent_nr: u32, least_nr: u32) -> bool {
+        unsafe { rules_numa_new_stays_least_loaded(parent_nr, least_nr) }
+    }
+    /// the claim works on a shared counter (node_placed in BPF), here an atomic
+    fn claim(placed: &AtomicU32, seen: u32) -> bool {
+        unsafe { rules_numa_claim(placed.as_ptr(), seen) }
     }
     fn push_across(src: &NumaNodeFig, dst: &NumaNodeFig) -> bool {
         unsafe { rules_numa_push_across(src, dst) }
@@ -299,21 +304,87 @@ mod numa {
 
     #[test]
     fn new_program_on_the_least_loaded_node() {
-        let idle = node(2, 0.0, 0.0, 0, 1);
         // first program, all idle: stays by its parent
-        assert!(new_stays_least_loaded(&idle, &idle));
-        // parent's node runs one: goes where none runs (the allowance would
-        // keep a pair here: see new_process_placement)
-        assert!(!new_stays_least_loaded(&node(2, 1.0, 1.0, 1, 1), &idle));
+        assert!(new_stays_least_loaded(0, 0));
+        // another task runs by the parent: goes where none runs (the allowance
+        // would keep a pair here: see new_process_placement)
+        assert!(!new_stays_least_loaded(1, 0));
         assert!(new_stays(UPSTREAM, &node(16, 1.0, 1.0, 1, 2), &node(16, 0.0, 0.0, 0, 2)));
-        assert!(!new_stays_least_loaded(&node(16, 1.0, 1.0, 1, 2), &node(16, 0.0, 0.0, 0, 2)));
-        // every node runs one: stays (moving would not even anything out)
-        let one = node(2, 1.0, 1.0, 1, 1);
-        assert!(new_stays_least_loaded(&one, &one));
-        // a task placed but not yet in the average counts
-        let placed = NumaNodeFig { placed: ONE, ..idle };
-        assert!(new_stays_least_loaded(&idle, &placed));
-        assert!(!new_stays_least_loaded(&placed, &idle));
+        // every node runs one: stays (moving would only swap the nodes)
+        assert!(new_stays_least_loaded(1, 1));
+        // two others by the parent against one: goes (2 and 2, not 3 and 1)
+        assert!(!new_stays_least_loaded(2, 1));
+        // one other against one: stays (1 and 2 either way)
+        assert!(new_stays_least_loaded(1, 1));
+    }
+
+    #[test]
+    fn claim_holds_only_on_the_figure_read() {
+        let placed = AtomicU32::new(0);
+        assert!(claim(&placed, 0));
+        assert_eq!(placed.load(SeqCst), ONE);
+        // another program was counted since the figure was read: refused, unchanged
+        assert!(!claim(&placed, 0));
+        assert_eq!(placed.load(SeqCst), ONE);
+        assert!(claim(&placed, ONE));
+        assert_eq!(placed.load(SeqCst), 2 * ONE);
+    }
+
+    /// One choice of numa_place_new() (numa.bpf.c, --exec-placement=least-loaded)
+    /// for a program on node `src`, on nodes whose only tasks are the programs
+    /// counted there (in BPF each shows at once as the idle CPU it took): the
+    /// other node with the fewest (lowest id on a tie) and rule 3; returns
+    /// the node and the placed figure the choice read there, for its claim.
+    fn choose(placed: &[AtomicU32], src: usize) -> (usize, u32) {
+        let seen: Vec<u32> = placed.iter().map(|p| p.load(SeqCst)).collect();
+        let least = (0..seen.len()).filter(|&n| n != src).min_by_key(|&n| seen[n]).unwrap();
+        let d = if new_stays_least_loaded(seen[src] / ONE, seen[least] / ONE) { src } else { least };
+        (d, seen[d])
+    }
+
+    #[test]
+    fn programs_choosing_at_once_end_one_per_node() {
+        // Four programs exec'd on node 0 choose at the same instant: all read
+        // the same idle figures, so all choose node 0. The claim lets one of
+        // them count there; each other one fails, chooses again and goes on.
+        let placed: Vec<AtomicU32> = (0..4).map(|_| AtomicU32::new(0)).collect();
+        let mut choices: Vec<(usize, u32)> = (0..4).map(|_| choose(&placed, 0)).collect();
+        assert!(choices.iter().all(|&(d, _)| d == 0));
+        for c in choices.iter_mut() {
+            while !claim(&placed[c.0], c.1) {
+                *c = choose(&placed, 0);
+            }
+        }
+        let mut nodes: Vec<usize> = choices.iter().map(|c| c.0).collect();
+        nodes.sort();
+        assert_eq!(nodes, [0, 1, 2, 3]);
+        assert!(placed.iter().all(|p| p.load(SeqCst) == ONE));
+    }
+
+    #[test]
+    fn programs_on_threads_end_one_per_node() {
+        // the same with real concurrency: 8 programs, 8 threads, 4 nodes
+        for _ in 0..50 {
+            let placed: Arc<Vec<AtomicU32>> = Arc::new((0..4).map(|_| AtomicU32::new(0)).collect());
+            let start = Arc::new(Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|i| {
+                    let (placed, start) = (placed.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        loop {
+                            let (d, seen) = choose(&placed, i % 2);
+                            if claim(&placed[d], seen) {
+                                return;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            threads.into_iter().for_each(|t| t.join().unwrap());
+            let counts: Vec<u32> = placed.iter().map(|p| p.load(SeqCst) / ONE).collect();
+            assert_eq!(counts, [2, 2, 2, 2]);
+        }
     }
 
     #[test]

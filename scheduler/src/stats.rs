@@ -522,7 +522,7 @@ impl Metrics {
             w,
             "  numa   xnode push_wake={} push_fork={} exec={} steal_balance={} steal_offline={} \
              wake_follow={} active={} steal_overload={}  passes={} budget={} push_kept={} \
-             new_local={} task_recent={} follow_refused={} (overload {} partners {}) settled_kept={} active_kicks={} \
+             new_local={} claim_lost={} task_recent={} follow_refused={} (overload {} partners {}) settled_kept={} active_kicks={} \
              overload={}  home xnode={} kept={} active={} swaps={}",
             self.xnode_push_wake,
             self.xnode_push_fork,
@@ -536,6 +536,7 @@ impl Metrics {
             self.numa_budget,
             self.numa_push_kept,
             self.numa_new_local,
+            self.numa_claim_lost,
             self.numa_task_recent,
             self.numa_follow_refused,
             self.numa_follow_refused_overload,
@@ -1013,7 +1014,7 @@ mod tests {
   steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000
   migr   cross_llc=14000000 cross_node=15000000  idle_while_queued llc=16.0ms node=17.0ms (24000000 samples, timer 25.0ms, 26000000 stretched)
   queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=65000000 idle_claim_lost=66000000
-  numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 task_recent=42000000 follow_refused=43000000 (overload 67000000 partners 68000000) settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000
+  numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 claim_lost=69000000 task_recent=42000000 follow_refused=43000000 (overload 67000000 partners 68000000) settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000
   load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
   cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
   memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0) peak=0.0MB/s waits=0

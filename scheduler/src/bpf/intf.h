@@ -48,6 +48,7 @@ enum locality_consts {
 	NUMA_IMB_PCT_2019 = 125,	/* ... when Gorman's v2 patch was posted (idle-cpus rule) */
 	NUMA_SETTLED_TRIES = 2,		/* unspent balance passes before settled tasks may move */
 	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
+	NUMA_CLAIM_TRIES = 4,		/* new-program placement: choices made again after a lost claim */
 	TIMER_DUTY_PCT = 10,		/* the heartbeat timer's largest share of its CPU */
 	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
 	LOAD_DECAY_SHIFT = 3,		/* EWMA weight of a new sample: 1/8 (32 ms at 4 ms) */

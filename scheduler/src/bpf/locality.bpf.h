@@ -85,7 +85,8 @@ struct task_ctx {
 	u64 queued_at;		/* when it was last queued, 0 once running */
 	s32 last_cpu;		/* where it last ran, -1 if never */
 	s32 vtime_cpu;		/* vtime is relative to this CPU's clock */
-	u8 exec_pending;	/* exec'd, not yet placed (numa.bpf.c) */
+	u8 exec_pending;	/* exec'd, placement not settled (numa.bpf.c) */
+	u64 exec_at;		/* its first exec placement check, 0 none yet */
 	u64 xnode_at;		/* last NUMA-policy node change, 0 never */
 	u64 node_rt;		/* runtime on node rt_node since it came there */
 	s32 rt_node;		/* node of its last run, -1 never */

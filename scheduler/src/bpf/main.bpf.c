@@ -366,6 +366,15 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 		kick_cpu(cpu, SCX_KICK_IDLE);
 		return;
 	}
+	/*
+	 * The only task of its CPU, put back by the kernel (SCX_OPS_ENQ_LAST;
+	 * locality_dispatch() lets only an exec'd task get here) and not
+	 * moved: that CPU is about to idle, so wake it to take the task again.
+	 */
+	if (enq_flags & SCX_ENQ_LAST) {
+		kick_cpu(cpu, 0);
+		return;
+	}
 
 	/*
 	 * Wake the owner if it is idle -- or about to be. Testing the idle
@@ -440,6 +449,14 @@ static bool dispatch_own(s32 cpu)
 	       scx_bpf_dsq_move_to_local(second, 0);
 }
 
+/* @p exec'd and is waiting for its placement (numa.bpf.c) */
+static __always_inline bool exec_unplaced(struct task_struct *p)
+{
+	struct task_ctx *tctx = task_ctx(p);
+
+	return tctx && tctx->exec_pending;
+}
+
 void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 {
 	bool prev_runnable;
@@ -469,10 +486,15 @@ void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 
 	/*
 	 * Nothing worth taking. If prev is still runnable let it keep the
-	 * CPU. We do not set SCX_OPS_ENQ_LAST, so the kernel would keep it
-	 * anyway, but with its default 20 ms slice if the old one ran out:
-	 * refill it with ours so the slice knob means what it says.
+	 * CPU: refill its slice with ours (the kernel keeps a prev that has
+	 * slice left; with SCX_OPS_ENQ_LAST it would otherwise put it back
+	 * through ops.enqueue). Except a program whose exec placement is not
+	 * settled (numa.bpf.c rule 3): the kernel puts it back through
+	 * ops.enqueue, where it is placed. A CPU-bound program alone on its
+	 * CPU would otherwise never be enqueued, and never placed.
 	 */
+	if (prev_runnable && exec_unplaced(prev))
+		return;
 	if (prev_runnable) {
 		scx_bpf_task_set_slice(prev, slice_ns);
 		stat_inc(STAT_KEEP_PREV);
@@ -600,6 +622,7 @@ s32 BPF_STRUCT_OPS(locality_init_task, struct task_struct *p,
 	tctx->vtime_cpu = -1;
 	tctx->last_cpu = -1;
 	tctx->exec_pending = 0;
+	tctx->exec_at = 0;
 	tctx->home = -1;
 	tctx->home_gen = 0;
 	tctx->xnode_at = 0;
@@ -832,7 +855,8 @@ SCX_OPS_DEFINE(locality_ops,
 	       .enqueue		= (void *)locality_enqueue,
 	       .dispatch	= (void *)locality_dispatch,
 	       .update_idle	= (void *)locality_update_idle,
-	       .flags		= SCX_OPS_KEEP_BUILTIN_IDLE | SCX_OPS_ALLOW_QUEUED_WAKEUP,
+	       .flags		= SCX_OPS_KEEP_BUILTIN_IDLE | SCX_OPS_ALLOW_QUEUED_WAKEUP |
+				  SCX_OPS_ENQ_LAST,
 	       .running		= (void *)locality_running,
 	       .stopping	= (void *)locality_stopping,
 	       .enable		= (void *)locality_enable,

@@ -27,8 +27,8 @@
  *   late). llc_load and node_load are the sums over their CPUs. A new
  *   program (exec, or a process forked with --place-at-fork) is also
  *   counted at once in node_placed, which shrinks as the average takes it
- *   up (numa_note_placed()), so that programs started together see each
- *   other. A node's load in tasks is node_load + node_placed rounded to
+ *   up (numa_count_placed()), so that programs started together see each
+ *   other; the count is part of the choice (numa_place_new()). A node's load in tasks is node_load + node_placed rounded to
  *   the nearest integer. The agent
  *   also gets node_load_sum (sum of the instantaneous nr per node over all
  *   samples) and load_samples, for mean loads over any period.
@@ -84,9 +84,10 @@
  *    turns it off.
  * 3. Exec (and, with --place-at-fork, a new process: fork of a thread-group
  *    leader, p->pid == p->tgid). Default (--exec-placement=least-loaded,
- *    Bligh and Hohnbaum's exec balancing): starts on the least loaded node
- *    whenever it runs fewer tasks than the parent's node
- *    (numa_rule_new_stays_least_loaded()). --exec-placement=allowance:
+ *    Bligh and Hohnbaum's exec balancing): starts on the node with the
+ *    fewest tasks now whenever it has fewer than the parent's node without
+ *    the program (numa_nr_now(), numa_rule_new_stays_least_loaded(); counted
+ *    at the decision, not averaged). --exec-placement=allowance:
  *    stays near its parent (normal push) while the parent's node is
  *    not overloaded and numa_rule_adjust(idle CPUs of the least loaded node -
  *    idle CPUs of the parent's node, busiest = parent node, local_running
@@ -103,7 +104,9 @@
  *    returns prev_cpu for WF_EXEC before asking the BPF scheduler, and
  *    the headers have no SCX_WAKE_EXEC), so a
  *    tp_btf/sched_process_exec program marks the task and the placement
- *    is done at its next ops.select_cpu or ops.enqueue.
+ *    is done at its next ops.select_cpu or ops.enqueue; a program that
+ *    stayed is checked again at its slice ends for one balance interval
+ *    (numa_place_exec()).
  * 4. Per task: in policy modes a task that changed node (by any of the
  *    above) may not change node again by 1.-3. for numa_interval_ns
  *    (task_ctx.xnode_at). Draining an offline CPU ignores all of this.
@@ -228,18 +231,52 @@ static __always_inline struct numa_node_fig numa_fig(u32 n)
 }
 
 /*
- * A new program (exec, or a process placed at fork) starts on @cpu. The
- * average only sees it after several samples, so until then its load is
- * counted here; each sample removes the part the average has taken up
- * (numa_load_end()). Without this, eight jobs started together all saw
- * the same stale loads: numaq4 started three on one node and one on
- * another, and the balance pass later moved a job away from its memory.
+ * A new program (exec, or a process placed at fork) is counted on its node
+ * at once: the average only sees it after several samples, so until then
+ * its load is counted in node_placed; each sample removes the part the
+ * average has taken up (numa_load_end()). Without this, eight jobs started
+ * together all saw the same stale loads: numaq4 started three on one node
+ * and one on another, and the balance pass later moved a job away from its
+ * memory. numa_place_new() counts it with its choice (numa_rule_claim());
+ * this is the plain count, where there was no choice to make.
  */
-__hidden void numa_note_placed(s32 cpu)
+static __always_inline void numa_count_placed(u32 n)
 {
-	if (numa_mode != NUMA_OFF && cpu_valid(cpu))
-		__sync_fetch_and_add(&node_placed[cpu_node[cpu & CPU_MASK] & NODE_MASK],
-				     1 << LOAD_SHIFT);
+	__sync_fetch_and_add(&node_placed[n & NODE_MASK], 1 << LOAD_SHIFT);
+}
+
+/*
+ * Take one new program's count off node @n again, never below 0: a sample
+ * may have taken part of it up meanwhile (numa_load_end()).
+ */
+static __always_inline void numa_uncount_placed(u32 n)
+{
+	u32 i, v;
+
+	bpf_for(i, 0, NUMA_CLAIM_TRIES) {
+		v = node_placed[n & NODE_MASK];
+		if (__sync_val_compare_and_swap(&node_placed[n & NODE_MASK], v,
+						v > 1 << LOAD_SHIFT ? v - (1 << LOAD_SHIFT) : 0) == v)
+			break;
+	}
+}
+
+/*
+ * A new process that numa_place_new() counted on @from_cpu's node went to
+ * @to_cpu instead (the fork push near its parent): move the count.
+ */
+__hidden void numa_placed_moved(s32 from_cpu, s32 to_cpu)
+{
+	u32 from, to;
+
+	if (numa_mode == NUMA_OFF || !cpu_valid(from_cpu) || !cpu_valid(to_cpu))
+		return;
+	from = cpu_node[from_cpu & CPU_MASK] & NODE_MASK;
+	to = cpu_node[to_cpu & CPU_MASK] & NODE_MASK;
+	if (from == to)
+		return;
+	numa_count_placed(to);
+	numa_uncount_placed(from);
 }
 
 /* ---- the policy: its rules are in numa_rules.h, tested by src/rules.rs ---- */
@@ -277,6 +314,77 @@ static s32 numa_least_loaded(u64 skip)
 			best = i;
 		}
 	}
+	return best;
+}
+
+/*
+ * Tasks on node @n now, for rule 3's least-loaded form: the CPUs running a
+ * task, plus the tasks queued there beyond what its free CPUs (idle, or
+ * @self_cpu) take at once. Read at the decision, not at the last sample.
+ * @self_cpu: the CPU whose current task is the program being placed, free
+ * for this count (-1: none). A CPU claimed for a program placed just before
+ * reads busy. Queued tasks that a free CPU takes are left out: seen on
+ * numaq4, they were the shell and the programs not placed yet, counted
+ * where they waited a moment; counting them sent a program onto a node that
+ * already ran one. The count is kept in nr_now_acc[this CPU], and the
+ * function is global: with a local count the verifier followed every CPU of
+ * every node and gave up.
+ */
+struct nr_now_acc {
+	u32 busy, queued, free;
+} nr_now_acc[MAX_CPUS];
+
+__hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
+{
+	const struct cpumask *idle;
+	u32 i, me = bpf_get_smp_processor_id() & CPU_MASK;
+	struct nr_now_acc *a = &nr_now_acc[me];
+	s32 q, pq, lq;
+
+	if (n >= MAX_NODES)
+		return 0;
+	a->busy = a->queued = a->free = 0;
+	idle = scx_bpf_get_idle_cpumask();
+	bpf_for(i, node_off[n], node_off[n + 1]) {
+		u32 c = node_cpus[i & CPU_MASK] & CPU_MASK;
+
+		if (!cpu_online(c))
+			continue;
+		q = scx_bpf_dsq_nr_queued(c);
+		pq = scx_bpf_dsq_nr_queued(pinned_dsq(c));
+		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | c);
+		a->queued += (q > 0 ? q : 0) + (pq > 0 ? pq : 0) + (lq > 0 ? lq : 0);
+		if ((s32)c == self_cpu || bpf_cpumask_test_cpu(c, idle))
+			a->free++;
+		else
+			a->busy++;
+	}
+	scx_bpf_put_idle_cpumask(idle);
+	return a->busy + (a->queued > a->free ? a->queued - a->free : 0);
+}
+
+/*
+ * The node not in @skip with the fewest tasks now (numa_nr_now();
+ * on a tie the lower decayed load), its count in *@nr; -1 if none.
+ */
+static s32 numa_least_nr(u64 skip, s32 self_cpu, u32 *nr)
+{
+	u32 i, l, best_nr = ~0U, best_load = ~0U;
+	s32 best = -1;
+
+	bpf_for(i, 0, nr_nodes) {
+		if (i >= MAX_NODES)
+			break;
+		if (skip & (1ULL << i))
+			continue;
+		l = numa_nr_now(i, self_cpu);
+		if (l < best_nr || (l == best_nr && node_load_now(i) < best_load)) {
+			best_nr = l;
+			best_load = node_load_now(i);
+			best = i;
+		}
+	}
+	*nr = best_nr;
 	return best;
 }
 
@@ -521,65 +629,129 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 /*
  * A new process (fork of a group leader, or exec) whose parent / current
  * CPU is @prev_cpu: a claimed idle CPU on the least loaded node with one
- * if rule 3 sends it there, else -1
- * (normal push near the parent). Nodes are tried from the least loaded
- * up; a node with no idle CPU for @p is passed over, not given up on.
+ * if rule 3 sends it there, else -1 (normal push near the parent). Nodes
+ * are tried from the least loaded up; a node with no idle CPU for @p is
+ * passed over, not given up on. The new program is counted where it starts
+ * (node_placed): on the returned CPU's node, or @prev_cpu's for -1. The
+ * count is the claim of the choice (numa_rule_claim()): when another new
+ * program was counted on the chosen node since its figures were read, the
+ * choice is made again, so that programs started together cannot all pick
+ * the same least loaded node. A claim only fails on a concurrent placement
+ * or sample, so a few tries suffice; past them it stays, counted anyway.
+ * Least loaded: by the decayed figures (node_load + node_placed) for
+ * --exec-placement=allowance, by tasks now (numa_nr_now()) for
+ * least-loaded; there the claim's winner shows in the loser's second
+ * choice through the idle CPU it took. @again: a program checked before
+ * and counted then: staying is neither counted nor a decision (STAT_NUMA_NEW_LOCAL).
  */
-__hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause)
+__hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause,
+			    bool again)
 {
 	struct numa_node_fig sf, df;
+	struct task_struct *cur;
 	struct task_ctx *tctx;
-	u32 src, k;
-	s32 d, cpu;
+	u32 src, k, try, parent_nr = 0, least_nr;
+	s32 d, cpu, self_cpu = -1;
 	u64 now, tried;
 
-	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_valid(prev_cpu))
+	if (numa_mode == NUMA_OFF || !cpu_valid(prev_cpu))
 		return -1;
+	src = cpu_node[prev_cpu & CPU_MASK] & NODE_MASK;
+	if (nr_nodes < 2)
+		goto count_src;
 	now = scx_bpf_now();
 	tctx = task_ctx(p);
-	src = cpu_node[prev_cpu & CPU_MASK];
+	/*
+	 * Placed by ops.enqueue as its slice ends, @p still runs on prev_cpu:
+	 * that CPU is busy with @p itself, not with another task.
+	 */
+	cur = bpf_get_current_task_btf();
+	if (cur && cur->pid == p->pid)
+		self_cpu = prev_cpu;
 	/*
 	 * No once-per-interval gate (rule 4) here: a new program has no memory
 	 * to leave behind, even if a fork push just moved its process.
 	 */
-	sf = numa_fig(src);
-	tried = 1ULL << (src & NODE_MASK);
-	bpf_for(k, 1, nr_nodes) {
-		d = numa_least_loaded(tried);
-		if (d < 0)
+	bpf_for(try, 0, NUMA_CLAIM_TRIES) {
+		bool lost = false, stays;
+
+		sf = numa_fig(src);
+		if (place_least_loaded)
+			parent_nr = numa_nr_now(src, self_cpu);
+		tried = 1ULL << src;
+		bpf_for(k, 1, nr_nodes) {
+			if (place_least_loaded)
+				d = numa_least_nr(tried, self_cpu, &least_nr);
+			else
+				d = numa_least_loaded(tried);
+			if (d < 0)
+				break;
+			df = numa_fig(d);
+			if (place_least_loaded)
+				stays = numa_rule_new_stays_least_loaded(parent_nr, least_nr);
+			else
+				stays = numa_rule_new_stays(numa_mode, &sf, &df);
+			if (stays) {
+				/* rule 3 keeps it by its parent */
+				if (again)
+					return -1;
+				if (!numa_rule_claim(&node_placed[src], sf.placed)) {
+					lost = true;
+					break;
+				}
+				stat_inc(STAT_NUMA_NEW_LOCAL);
+				return -1;
+			}
+			if (!numa_rule_claim(&node_placed[d & NODE_MASK], df.placed)) {
+				lost = true;
+				break;
+			}
+			cpu = numa_idle_in_node(p, d);
+			if (cpu >= 0) {
+				numa_task_crossed(tctx, now);
+				stat_inc(cause);
+				return cpu;
+			}
+			/* no room there after all: give the claim back, try the next */
+			numa_uncount_placed(d);
+			tried |= 1ULL << (d & NODE_MASK);
+		}
+		if (!lost)
 			break;
-		df = numa_fig(d);
-		if (place_least_loaded ? numa_rule_new_stays_least_loaded(&sf, &df) :
-					 numa_rule_new_stays(numa_mode, &sf, &df)) {
-			/* rule 3 keeps it by its parent */
-			stat_inc(STAT_NUMA_NEW_LOCAL);
-			return -1;
-		}
-		cpu = numa_idle_in_node(p, d);
-		if (cpu >= 0) {
-			numa_task_crossed(tctx, now);
-			stat_inc(cause);
-			return cpu;
-		}
-		tried |= 1ULL << (d & NODE_MASK);
+		stat_inc(STAT_NUMA_CLAIM_LOST);
 	}
+count_src:
+	if (!again)
+		numa_count_placed(src);
 	return -1;
 }
 
 /*
- * @p, on @cpu, exec'd since it last ran (tctx->exec_pending): place it once
- * by rule 3 and count the new program where it starts, moved or not.
- * Returns the claimed CPU it moves to, or -1 to stay.
+ * @p, on @cpu, exec'd since it last ran (tctx->exec_pending): place it by
+ * rule 3, counted where it starts, moved or not (numa_place_new()).
+ * Returns the claimed CPU it moves to, or -1 to stay. Least-loaded: a
+ * program that stays is checked again at each slice end for one balance
+ * interval after its first check, until it moves once. The moment of an
+ * exec is when the machine is most stirred: seen on numaq4, the shell, the
+ * programs it starts after this one and kernel workers kept every other
+ * node busy for a moment, so two programs stayed on one node while a node
+ * stayed empty, and the balance pass rightly leaves two CPU-bound tasks on
+ * a node of two CPUs (rule 1's allowance).
  */
 __hidden s32 numa_place_exec(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
 {
+	u64 now = scx_bpf_now();
+	bool again;
 	s32 t;
 
 	if (!tctx)
 		return -1;
-	tctx->exec_pending = 0;
-	t = numa_place_new(p, cpu, STAT_XNODE_EXEC);
-	numa_note_placed(t >= 0 ? t : cpu);
+	again = tctx->exec_at != 0;
+	if (!again)
+		tctx->exec_at = now ?: 1;
+	t = numa_place_new(p, cpu, STAT_XNODE_EXEC, again);
+	if (t >= 0 || !place_least_loaded || time_delta(now, tctx->exec_at) >= numa_interval_ns)
+		tctx->exec_pending = 0;
 	return t;
 }
 
@@ -883,7 +1055,9 @@ int BPF_PROG(locality_exec, struct task_struct *p, pid_t old_pid,
 	if (numa_mode == NUMA_OFF || nr_nodes < 2)
 		return 0;
 	tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	if (tctx)
+	if (tctx) {
 		tctx->exec_pending = 1;
+		tctx->exec_at = 0;
+	}
 	return 0;
 }

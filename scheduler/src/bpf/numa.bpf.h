@@ -16,8 +16,8 @@ extern u32 node_unused[MAX_NODES];
 extern s32 active_to[MAX_CPUS];
 
 /* placement */
-void numa_note_placed(s32 cpu);
-s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause);
+void numa_placed_moved(s32 from_cpu, s32 to_cpu);
+s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause, bool again);
 s32 numa_place_exec(struct task_struct *p, struct task_ctx *tctx, s32 cpu);
 s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork);
 bool numa_wake_follow(struct task_struct *p, struct task_ctx *tctx,

@@ -155,16 +155,35 @@ static __always_inline bool numa_rule_new_stays(u32 mode, const struct numa_node
 
 /*
  * Rule 3 as Bligh and Hohnbaum's 2003 exec balancing placed a new program
- * (--exec-placement=least-loaded): on the least loaded node @least whenever
- * it runs fewer tasks than the parent's node @parent (the new program's own
- * placed count is added after the choice), so N programs started together
- * end one per node.
- * No allowance: it spreads even two programs that talk to each other.
+ * (--exec-placement=least-loaded), on the tasks of each node now
+ * (numa.bpf.c's numa_nr_now()), as they counted nr_running per node: does
+ * the program stay on its parent's node, with @parent_nr other tasks,
+ * rather than start on the least loaded node, with @least_nr? It goes only if @least_nr < @parent_nr:
+ * afterwards that node runs @least_nr + 1 <= @parent_nr, so the move evens
+ * the nodes out, and N programs started together end one per node. Not a
+ * decayed average: at a program's first slice end it still holds what ran
+ * there just before, and every other node looked as busy as the parent's
+ * (docs/decisions.md). No allowance: it spreads even two programs that talk
+ * to each other.
  */
-static __always_inline bool numa_rule_new_stays_least_loaded(const struct numa_node_fig *parent,
-							     const struct numa_node_fig *least)
+static __always_inline bool numa_rule_new_stays_least_loaded(u32 parent_nr, u32 least_nr)
 {
-	return numa_rule_tasks(least) >= numa_rule_tasks(parent);
+	return least_nr >= parent_nr;
+}
+
+/*
+ * Rule 3's claim: count a new program on the node its placement chose, in
+ * that node's placed figure *@placed (node_placed), as part of the choice:
+ * only if the figure still reads @seen, the value the choice was made with
+ * (one compare-and-swap). The choice compares nodes by their figures, and
+ * only placements raise them between samples: two new programs deciding at
+ * once read the same least loaded node, one claim succeeds and the other
+ * fails, so that one decides again with the first counted. Returns whether
+ * the claim succeeded.
+ */
+static __always_inline bool numa_rule_claim(u32 *placed, u32 seen)
+{
+	return __sync_val_compare_and_swap(placed, seen, seen + (1 << LOAD_SHIFT)) == seen;
 }
 
 /*

@@ -43,18 +43,20 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64
 	if (wake_flags & SCX_WAKE_FORK) {
 		bool program = place_at_fork && p->pid == p->tgid;
 
-		if (program)
-			cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK);
-		if (cpu < 0)
-			cpu = push_pick_cpu(p, prev_cpu, true);
 		/*
 		 * A new program is counted on its node at once, before the load
-		 * average sees it. Threads and children that have not exec'd
-		 * are not: they mostly wait on their parent, and counting them
-		 * as busy CPUs made a node of sleeping threads look full.
+		 * average sees it (numa_place_new() counts it by its parent
+		 * unless it moves it). Threads and children that have not
+		 * exec'd are not: they mostly wait on their parent, and counting
+		 * them as busy CPUs made a node of sleeping threads look full.
 		 */
 		if (program)
-			numa_note_placed(cpu >= 0 ? cpu : prev_cpu);
+			cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK, false);
+		if (cpu < 0) {
+			cpu = push_pick_cpu(p, prev_cpu, true);
+			if (program && cpu >= 0)
+				numa_placed_moved(prev_cpu, cpu);
+		}
 		return cpu;
 	}
 

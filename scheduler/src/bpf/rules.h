@@ -4,7 +4,8 @@
  * or as host C.
  *
  * A pure rule is a static inline function of plain values: no maps, no
- * helpers, no globals; knobs and modes come in as arguments. The BPF units
+ * helpers, no globals; knobs and modes come in as arguments. The one that
+ * writes, numa_rule_claim(), updates only the counter it is given. The BPF units
  * read their globals and call the rules; build.rs also compiles the rules
  * for the host (rules_host.c), where the agent's unit tests call the same
  * functions (src/rules.rs). So the tested rule is the scheduled one.

@@ -78,10 +78,14 @@ bool rules_numa_new_stays(u32 mode, const struct numa_node_fig *parent,
 	return numa_rule_new_stays(mode, parent, least);
 }
 
-bool rules_numa_new_stays_least_loaded(const struct numa_node_fig *parent,
-				       const struct numa_node_fig *least)
+bool rules_numa_new_stays_least_loaded(u32 parent_nr, u32 least_nr)
 {
-	return numa_rule_new_stays_least_loaded(parent, least);
+	return numa_rule_new_stays_least_loaded(parent_nr, least_nr);
+}
+
+bool rules_numa_claim(u32 *placed, u32 seen)
+{
+	return numa_rule_claim(placed, seen);
 }
 
 bool rules_numa_push_across(const struct numa_node_fig *src, const struct numa_node_fig *dst)

@@ -113,3 +113,6 @@ LOC_STAT(IDLE_CLAIM_LOST, idle_claim_lost, CNT, "sparse idle: slot claimed but b
 /* why wake-follow was refused (numa_wake_follow() in numa.bpf.c), beside the total above */
 LOC_STAT(NUMA_FOLLOW_REFUSED_OVERLOAD, numa_follow_refused_overload, CNT, "wake-follow refused: the waker's node would be overloaded")
 LOC_STAT(NUMA_FOLLOW_REFUSED_PARTNERS, numa_follow_refused_partners, CNT, "wake-follow refused: waker or wakee has many partners")
+
+/* new-program placement (numa_place_new() in numa.bpf.c) */
+LOC_STAT(NUMA_CLAIM_LOST, numa_claim_lost, CNT, "new program: another was counted on the chosen node meanwhile, chosen again")
