@@ -106,6 +106,7 @@ impl Store {
     }
 
     /// The records of process @tgid, oldest first.
+    #[cfg(test)]
     pub fn of(&self, tgid: u32) -> Vec<Decision> {
         self.procs.get(&tgid).map(|q| q.iter().cloned().collect()).unwrap_or_default()
     }

@@ -35,8 +35,8 @@
 //!   (tgid, comm, preferred LLC, share of their runtime in it, top LLC),
 //!   exited ones from the agent's last snapshot (100 ms).
 //! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
-//! - decide_cost_ms / decide_cost_pct: what writing the decision records
-//!   for explain cost (decide.bpf.c times one in DECIDE_TIME_EVERY), in ms
+//! - decide_cost_ms / decide_cost_pct: what the decision record for
+//!   explain costs (decide.bpf.c times one call in DECIDE_TIME_EVERY), in ms
 //!   and in percent of all BPF run time.
 //! - agent_cpu_ms / agent_elapsed_ms: the agent process's CPU time (all its
 //!   threads; CLOCK_PROCESS_CPUTIME_ID) and wall time since it attached;
@@ -204,7 +204,7 @@ loc_stats!(metrics_with_counters! {
         pub agent_elapsed_ms: f64,
         #[stat(desc = "agent_cpu_ms per agent_elapsed_ms: percent of one CPU the agent used")]
         pub agent_cpu_pct: f64,
-        #[stat(desc = "decision records: estimated ms spent writing them (the timed ones' mean x all written)")]
+        #[stat(desc = "decision records: estimated ms spent in their calls (the timed calls' mean x all calls, written or dropped)")]
         pub decide_cost_ms: f64,
         #[stat(desc = "decide_cost_ms in percent of all BPF run time (bpf_prog); 0 without kernel.bpf_stats_enabled")]
         pub decide_cost_pct: f64,
@@ -461,9 +461,10 @@ impl Metrics {
         } else {
             0.0
         };
-        // the timed records' mean, scaled to all records written
+        // the timed calls' mean, scaled to all calls (written or dropped)
+        let calls = self.decide_emitted + self.decide_dropped_rate + self.decide_dropped_full;
         self.decide_cost_ms = if self.decide_timed > 0 {
-            round2(self.decide_timed_ms / self.decide_timed as f64 * self.decide_emitted as f64)
+            round2(self.decide_timed_ms / self.decide_timed as f64 * calls as f64)
         } else {
             0.0
         };
@@ -940,11 +941,18 @@ mod tests {
         }
     }
 
-    /// The decision record's cost: the timed records' mean time, scaled to
-    /// every record written, and its share of all BPF run time.
+    /// The decision record's cost: the timed calls' mean time, scaled to
+    /// every call (written or dropped), and its share of all BPF run time.
     #[test]
     fn decide_cost_is_the_timed_mean_scaled() {
-        let mut m = Metrics { decide_emitted: 1600, decide_timed: 100, decide_timed_ms: 0.5, ..Default::default() };
+        let mut m = Metrics {
+            decide_emitted: 1000,
+            decide_dropped_rate: 550,
+            decide_dropped_full: 50,
+            decide_timed: 100,
+            decide_timed_ms: 0.5,
+            ..Default::default()
+        };
         m.bpf_prog.insert("enqueue".into(), ProgRunTime { run_time_ns: 400_000_000, run_cnt: 1 });
         let m = m.with_means();
         assert_eq!(m.decide_cost_ms, 8.0);

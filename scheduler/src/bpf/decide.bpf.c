@@ -19,8 +19,9 @@
  *
  * Knob: --decision-rate (records per second per CPU; 0 = off, the A/B
  * switch for its cost). Stats: DECIDE_EMIT, DECIDE_DROP_RATE,
- * DECIDE_DROP_FULL; the cost: one record in DECIDE_TIME_EVERY is timed
- * (DECIDE_TIMED, DECIDE_TIMED_NS), which the agent scales to all records.
+ * DECIDE_DROP_FULL; the cost: one call in DECIDE_TIME_EVERY is timed whole,
+ * dropped or written (DECIDE_TIMED, DECIDE_TIMED_NS), which the agent
+ * scales to all calls.
  */
 #include "locality.bpf.h"
 #include "decide.bpf.h"
@@ -34,36 +35,26 @@ struct {
 } decisions SEC(".maps");
 
 u64 decide_tat[MAX_CPUS];	/* per CPU: the bucket's theoretical arrival time */
-u32 decide_nr[MAX_CPUS];	/* per CPU: records written, for the 1-in-N timing */
+u32 decide_nr[MAX_CPUS];	/* per CPU: calls, for the 1-in-N timing */
 
-__hidden void decide_emit(struct task_struct *p __arg_trusted, u32 kind, s32 from_cpu, s32 to_cpu,
-			  u32 rule)
+static __always_inline void emit(struct task_struct *p, u32 kind, s32 from_cpu, s32 to_cpu,
+				 u32 rule, u32 me)
 {
-	u32 me = bpf_get_smp_processor_id() & CPU_MASK;
-	u64 now, tat, t0 = 0;
 	struct decision *d;
-	bool timed;
+	u64 now = scx_bpf_now(), tat = decide_tat[me];
 
-	if (!decide_period_ns)
-		return;
-	now = scx_bpf_now();
-	tat = decide_tat[me];
-	/* the bucket: at most DECIDE_BURST ahead of now */
+	/* the bucket: at most DECIDE_BURST records ahead of now */
 	if (tat > now + DECIDE_BURST * decide_period_ns) {
 		stat_inc(STAT_DECIDE_DROP_RATE);
 		return;
 	}
 	decide_tat[me] = (tat > now ? tat : now) + decide_period_ns;
-
-	timed = !(decide_nr[me]++ % DECIDE_TIME_EVERY);
-	if (timed)
-		t0 = bpf_ktime_get_ns();
 	d = bpf_ringbuf_reserve(&decisions, sizeof(*d), 0);
 	if (!d) {
 		stat_inc(STAT_DECIDE_DROP_FULL);
 		return;
 	}
-	d->at_ns = timed ? t0 : bpf_ktime_get_ns();
+	d->at_ns = bpf_ktime_get_ns();
 	d->pid = p->pid;
 	d->tgid = p->tgid;
 	d->from_cpu = from_cpu;
@@ -72,8 +63,23 @@ __hidden void decide_emit(struct task_struct *p __arg_trusted, u32 kind, s32 fro
 	d->rule = rule;
 	bpf_ringbuf_submit(d, BPF_RB_NO_WAKEUP);
 	stat_inc(STAT_DECIDE_EMIT);
-	if (timed) {
-		stat_inc(STAT_DECIDE_TIMED);
-		stat_add(STAT_DECIDE_TIMED_NS, bpf_ktime_get_ns() - t0);
+}
+
+/* one call in DECIDE_TIME_EVERY is timed whole, dropped or written */
+__hidden void decide_emit(struct task_struct *p __arg_trusted, u32 kind, s32 from_cpu, s32 to_cpu,
+			  u32 rule)
+{
+	u32 me = bpf_get_smp_processor_id() & CPU_MASK;
+	u64 t0;
+
+	if (!decide_period_ns)
+		return;
+	if (decide_nr[me]++ % DECIDE_TIME_EVERY) {
+		emit(p, kind, from_cpu, to_cpu, rule, me);
+		return;
 	}
+	t0 = bpf_ktime_get_ns();
+	emit(p, kind, from_cpu, to_cpu, rule, me);
+	stat_inc(STAT_DECIDE_TIMED);
+	stat_add(STAT_DECIDE_TIMED_NS, bpf_ktime_get_ns() - t0);
 }

@@ -73,7 +73,7 @@ enum locality_consts {
 	DFL_DECISION_RATE = 100,	/* records per second per CPU, at most */
 	DECIDE_BURST	= 16,		/* ... and this many at once */
 	DECIDE_RING_KB	= 512,		/* ring buffer size; the agent drains it every second */
-	DECIDE_TIME_EVERY = 16,		/* one record in this many is timed (its cost) */
+	DECIDE_TIME_EVERY = 16,		/* one call in this many is timed (its cost) */
 };
 
 /* what a decision record tells */

@@ -121,5 +121,5 @@ LOC_STAT(NUMA_CLAIM_LOST, numa_claim_lost, CNT, "new program: another was counte
 LOC_STAT(DECIDE_EMIT, decide_emitted, CNT, "decision records written to the ring buffer")
 LOC_STAT(DECIDE_DROP_RATE, decide_dropped_rate, CNT, "decision records not written: over the per-CPU rate")
 LOC_STAT(DECIDE_DROP_FULL, decide_dropped_full, CNT, "decision records not written: ring buffer full")
-LOC_STAT(DECIDE_TIMED, decide_timed, CNT, "decision records whose writing was timed")
-LOC_STAT(DECIDE_TIMED_NS, decide_timed_ms, NS, "time spent writing the timed decision records")
+LOC_STAT(DECIDE_TIMED, decide_timed, CNT, "decision record calls timed (one in 16, dropped or written)")
+LOC_STAT(DECIDE_TIMED_NS, decide_timed_ms, NS, "time spent in the timed decision record calls")
