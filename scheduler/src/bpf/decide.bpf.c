@@ -14,7 +14,9 @@
  * per CPU, no timer, no lock: only the CPU itself writes its slot, and
  * the scheduling callbacks do not nest on a CPU) passes decision_rate
  * records per second with bursts of DECIDE_BURST; the rest are counted and
- * dropped before any ring buffer work. Records are submitted without a
+ * dropped before any ring buffer work; refusals, which come in runs, are
+ * first sampled one in DECIDE_REFUSED_EVERY (decide.bpf.h), without a
+ * helper call. Records are submitted without a
  * wake-up (BPF_RB_NO_WAKEUP): the agent polls, so no irq_work per record.
  *
  * Knob: --decision-rate (records per second per CPU; 0 = off, the A/B
@@ -36,6 +38,7 @@ struct {
 
 u64 decide_tat[MAX_CPUS];	/* per CPU: the bucket's theoretical arrival time */
 u32 decide_nr[MAX_CPUS];	/* per CPU: calls, for the 1-in-N timing */
+u32 decide_refusals[MAX_CPUS];	/* per CPU: refusals seen, for decide_refused()'s sample */
 
 static __always_inline void emit(struct task_struct *p, u32 kind, s32 from_cpu, s32 to_cpu,
 				 u32 rule, u32 me)

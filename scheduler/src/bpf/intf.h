@@ -74,6 +74,7 @@ enum locality_consts {
 	DECIDE_BURST	= 16,		/* ... and this many at once */
 	DECIDE_RING_KB	= 512,		/* ring buffer size; the agent drains it every second */
 	DECIDE_TIME_EVERY = 16,		/* one call in this many is timed (its cost) */
+	DECIDE_REFUSED_EVERY = 8,	/* one refusal in this many is offered to the record */
 };
 
 /* what a decision record tells */
