@@ -147,16 +147,6 @@ __hidden bool home_steal_ok(struct task_struct *p __arg_trusted, struct task_ctx
 	return false;
 }
 
-/*
- * Is the task running on @cpu at home on node @n? The NUMA pass's active
- * balance (numa.bpf.c rule 6) passes over it: sent away, its home would
- * only bring it back at its next wake-up.
- */
-__hidden bool home_runs_at_home(s32 cpu, u32 n)
-{
-	return home_enabled && cpu_valid(cpu) && cpu_run_home[cpu & CPU_MASK] - 1 == (s32)n;
-}
-
 /* ops.running: remember the home of the task now on @cpu for the pass */
 __hidden void home_running(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
 {

@@ -70,7 +70,7 @@ enum locality_consts {
 	MEM_FAULTS_MAX	= 65536,	/* (process, chunk, node) counts between two drains */
 
 	/* the decision record for explain (decide.bpf.c, decisions.rs) */
-	DFL_DECISION_RATE = 100,	/* records per second per CPU, at most */
+	DFL_DECISION_RATE = 25,		/* records per second per CPU, at most */
 	DECIDE_BURST	= 16,		/* ... and this many at once */
 	DECIDE_RING_KB	= 512,		/* ring buffer size; the agent drains it every second */
 	DECIDE_TIME_EVERY = 16,		/* one call in this many is timed (its cost) */

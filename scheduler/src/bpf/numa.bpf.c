@@ -126,8 +126,7 @@
  *    all run (8 threads of a parallel job on the 8 CPUs of one node, the
  *    other node idle) never gives one up. When a node's budget has gone
  *    unspent for NUMA_ACTIVE_TRIES passes in a row and it still has an
- *    idle CPU, the pass marks the busiest CPU of the source node whose
- *    task is not at home there (home.bpf.c: its home would bring it back)
+ *    idle CPU, the pass marks the busiest CPU of the source node
  *    (active_to[cpu] = the node) and preempts it; ops.enqueue then sends
  *    the task it puts back to an idle CPU of the marked node
  *    (numa_active_take(); STAT_XNODE_ACTIVE). One CPU per node per pass.
@@ -502,11 +501,6 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 	to = __sync_lock_test_and_set(&active_to[cpu & CPU_MASK], 0) - 1;
 	if (to < 0 || to >= MAX_NODES || to == (s32)cpu_node[cpu & CPU_MASK])
 		return -1;
-	/* its home may have become this node since the mark */
-	if (!home_may_leave(p, tctx, cpu_node[cpu & CPU_MASK])) {
-		decide_refused(p, cpu, -1, STAT_HOME_KEPT);
-		return -1;
-	}
 	dst = numa_idle_in_node(p, to);
 	if (claimed)
 		*claimed = dst >= 0;
@@ -552,7 +546,7 @@ static void numa_active_kick(u32 src, u32 d)
 	bpf_for(i, node_off[src], node_off[src + 1]) {
 		u32 c = node_cpus[i & CPU_MASK] & CPU_MASK;
 
-		if (bpf_cpumask_test_cpu(c, idle) || !cpu_online(c) || home_runs_at_home(c, src))
+		if (bpf_cpumask_test_cpu(c, idle) || !cpu_online(c))
 			continue;
 		if (best < 0 || cpu_load[c] > best_load) {
 			best_load = cpu_load[c];
