@@ -33,6 +33,7 @@ const UNITS: &[&str] = &[
     "src/bpf/cache.bpf.c",
     "src/bpf/heartbeat.bpf.c",
     "src/bpf/memory.bpf.c",
+    "src/bpf/decide.bpf.c",
 ];
 
 fn main() {

@@ -10,6 +10,9 @@
 - A process spanning nodes (memspan: 4 workers on numaq4's 2-CPU nodes): thread homes (too big for one node),
   as the agent's stats show (memspan's thread_homes in --monitor's memory_procs); active over two nodes or more; memory per node as numa_maps
   read right after in the same guest shows it (within what the agent may move in between); `--top` lists it.
+- Decisions (the BPF decision record): each one names a thread of the process, a rule the scheduler counts (a
+  stats field) or the wake-up's idle search, and a move across nodes is between two nodes; memspan's workers start
+  on one 2-CPU node, so some of them move node in its first seconds and the report lists at least one such move.
 - Errors: no such pid 10, a real-time process 11, an unprivileged user 13.
 Every check is structural (which thread, which node, which rule), none a timing.
 """
@@ -125,6 +128,25 @@ def check_threads(r, tasks, nodes):
     assert sum(p["threads_per_node"]) == len(r["threads"]), p
 
 
+def check_decisions(r, tasks, nodes, counters):
+    """Each decision: a thread of the process, a known rule, nodes as the guest's topology gives them."""
+    d = r["decisions"]
+    assert d["rate_per_cpu"] > 0, d
+    tids = {int(x) for x in tasks.split()} | {r["pid"]}
+    for i in d["items"]:
+        assert i["tid"] in tids, (i, tids)
+        assert i["rule"] in counters or i["rule"] == "idle_search", i
+        assert i["kind"] in ("move_llc", "move_node", "refused"), i
+        assert nodes[i["from_cpu"]] == i["from_node"], (i, nodes)
+        if i["to_cpu"] >= 0:
+            assert nodes[i["to_cpu"]] == i["to_node"], (i, nodes)
+        if i["kind"] == "move_node":
+            assert i["from_node"] != i["to_node"], i
+        if i["kind"] == "move_llc":
+            assert i["from_node"] == i["to_node"], i
+    return d["items"]
+
+
 def test_explain_numaq4():
     m = machines.load("numaq4")
     steps = [run.Step(run.parse_sched("eevdf"), EEVDF_STEP, timeout_s=30),
@@ -153,6 +175,9 @@ def test_explain_numaq4():
     assert r["pref_llc"]["reason"] == "cache_off", r["pref_llc"]
     assert r["plan"]["reason"] == "not_tracked" and not r["plan"]["next"], r["plan"]
     assert value(out["watch"], "lines") == "2", out["watch"]
+    counters = {k for k, v in stats.items() if isinstance(v, int)}
+    check_decisions(r, value(pair, "tasks"), nodes, counters)
+    assert stats["decide_emitted"] > 0 and stats["decide_dropped_full"] == 0, stats
 
     # the process spanning nodes: thread homes, as the agent's stats show
     span = out["span"]
@@ -167,6 +192,8 @@ def test_explain_numaq4():
     assert agent and sum(int(x) for x in agent.group(1).split(",")) >= 2, out["span_stats"]
     assert r["memory_home"]["tracked"] and len(r["memory_home"]["active"]) >= 2, r["memory_home"]
     assert r["plan"]["reason"] == "spanning", r["plan"]
+    moves = [i for i in check_decisions(r, value(span, "tasks"), nodes, counters) if i["kind"] == "move_node"]
+    assert moves, r["decisions"]
     # memory per node as numa_maps shows it (the agent may move up to its budget's worth in between)
     maps = numa_maps_anon_mb(out["span_maps"], r["nr_nodes"])
     mine = [n["private_mb"] + n["shared_mb"] for n in r["memory"]["nodes"]]
@@ -177,6 +204,7 @@ def test_explain_numaq4():
 
     # the same in text
     assert "home node: none for the process, too big for one node" in out["span_text"], out["span_text"]
+    assert "last decisions (" in out["span_text"], out["span_text"]
 
     # --top lists it, with the same rule
     top = out["top"]

@@ -72,6 +72,13 @@ pub struct Opts {
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub wake_gran_us: u64,
 
+    /// Placement decisions recorded for `explain` (moves across LLCs and
+    /// nodes with the rule that made them, and refused moves), per second
+    /// per CPU at most; 0 = none. The cost shows in --stats ("decide").
+    #[arg(long, default_value_t = crate::bpf_intf::locality_consts_DFL_DECISION_RATE as u64,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub decision_rate: u64,
+
     /// Skip the idle-core steps of the push side (prev core, idle core in
     /// the LLC): an A/B switch for the idle-core preference.
     #[arg(long)]

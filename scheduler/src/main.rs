@@ -60,6 +60,7 @@ mod bpf_skel;
 mod cache;
 mod cli;
 mod comm;
+mod decisions;
 mod explain;
 mod home;
 mod memory;
@@ -190,6 +191,8 @@ enum Outcome {
 }
 
 struct Scheduler<'a> {
+    /// The decision record (dropped before the skeleton that holds its map).
+    decisions: Option<decisions::Record>,
     skel: BpfSkel<'a>,
     link: Option<libbpf_rs::Link>,
     /// None if the socket could not be created: scheduling goes on.
@@ -336,7 +339,16 @@ impl<'a> Scheduler<'a> {
         let cache_on = skel.maps.rodata_data.as_ref().is_some_and(|r| r.cache_aware);
         let explain_cfg = explain_cfg(opts, topo, memory.is_some(), cache_on);
 
+        // the record for explain; scheduling goes on without it
+        let decisions = if opts.decision_rate > 0 {
+            decisions::Record::new(&skel.maps.decisions)
+                .map_err(|e| warn!("decision record off: {e:#}"))
+                .ok()
+        } else {
+            None
+        };
         Ok(Self {
+            decisions,
             skel,
             link: Some(link),
             // what runs: off when no thread does (one node)
@@ -524,11 +536,21 @@ impl<'a> Scheduler<'a> {
             Some(t) => (t.snapshot(), t.homes.lock().map(|h| h.clone()).unwrap_or_default()),
             None => (self.memory_last.clone(), Default::default()),
         };
+        let decisions = match &self.decisions {
+            Some(r) => {
+                if let Err(e) = r.drain() {
+                    warn!("decision record: {e:#}");
+                }
+                r.all()
+            }
+            None => Default::default(),
+        };
         explain::AgentView {
             cfg: self.explain_cfg.clone(),
             mem: mem.procs,
             homes,
             cache: self.cache_seen.values().cloned().collect(),
+            decisions,
         }
     }
 
@@ -543,6 +565,11 @@ impl<'a> Scheduler<'a> {
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
             self.cache_refresh(false);
             self.home_sync();
+            if let Some(r) = &self.decisions {
+                if let Err(e) = r.drain() {
+                    warn!("decision record: {e:#}");
+                }
+            }
             let Some((res_tx, req_rx)) = &chans else {
                 std::thread::sleep(tick);
                 continue;
@@ -634,6 +661,7 @@ fn explain_cfg(opts: &Opts, topo: &Topo, memory_runs: bool, cache_on: bool) -> e
         scope: memory::scope::Scope { include: opts.memory_include.clone(), exclude: opts.memory_exclude.clone() }
             .describe()
             .unwrap_or_default(),
+        decision_rate: opts.decision_rate,
     }
 }
 

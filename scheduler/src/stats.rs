@@ -35,6 +35,9 @@
 //!   (tgid, comm, preferred LLC, share of their runtime in it, top LLC),
 //!   exited ones from the agent's last snapshot (100 ms).
 //! - bpf_prog: per-callback BPF run time, when kernel.bpf_stats_enabled=1.
+//! - decide_cost_ms / decide_cost_pct: what the decision record for
+//!   explain costs (decide.bpf.c times one call in DECIDE_TIME_EVERY), in ms
+//!   and in percent of all BPF run time.
 //! - agent_cpu_ms / agent_elapsed_ms: the agent process's CPU time (all its
 //!   threads; CLOCK_PROCESS_CPUTIME_ID) and wall time since it attached;
 //!   agent_cpu_pct, their ratio in percent of one CPU, over the run in the
@@ -132,7 +135,7 @@ macro_rules! metrics_with_counters {
 
         /// (index in the stats map, field, description) of each counter, in
         /// index order.
-        const COUNTERS: [(usize, &str, &str); NR_STATS] =
+        pub const COUNTERS: [(usize, &str, &str); NR_STATS] =
             [$(($idx as usize, stringify!($field), $desc)),*];
 
         impl $name {
@@ -201,6 +204,10 @@ loc_stats!(metrics_with_counters! {
         pub agent_elapsed_ms: f64,
         #[stat(desc = "agent_cpu_ms per agent_elapsed_ms: percent of one CPU the agent used")]
         pub agent_cpu_pct: f64,
+        #[stat(desc = "decision records: estimated ms spent in their calls (the timed calls' mean x all calls, written or dropped)")]
+        pub decide_cost_ms: f64,
+        #[stat(desc = "decide_cost_ms in percent of all BPF run time (bpf_prog); 0 without kernel.bpf_stats_enabled")]
+        pub decide_cost_pct: f64,
         #[stat(desc = "memory placement: mode (off, local, spread)")]
         pub memory_mode: String,
         #[stat(desc = "memory placement: migration budget, MB/s")]
@@ -454,6 +461,15 @@ impl Metrics {
         } else {
             0.0
         };
+        // the timed calls' mean, scaled to all calls (written or dropped)
+        let calls = self.decide_emitted + self.decide_dropped_rate + self.decide_dropped_full;
+        self.decide_cost_ms = if self.decide_timed > 0 {
+            round2(self.decide_timed_ms / self.decide_timed as f64 * calls as f64)
+        } else {
+            0.0
+        };
+        let bpf_ms = self.bpf_prog.values().map(|p| p.run_time_ns).sum::<u64>() as f64 / 1e6;
+        self.decide_cost_pct = if bpf_ms > 0.0 { round2(100.0 * self.decide_cost_ms / bpf_ms) } else { 0.0 };
         let n = self.load_samples.max(1) as f64;
         self.node_load_mean = self
             .node_load_sum
@@ -639,6 +655,17 @@ impl Metrics {
             self.agent_cpu_ms,
             self.agent_elapsed_ms / 1e3,
             self.agent_cpu_pct
+        )?;
+        writeln!(
+            w,
+            "  decide emitted={} dropped rate={} full={}  cost={:.2}ms (timed {} in {:.3}ms){}",
+            self.decide_emitted,
+            self.decide_dropped_rate,
+            self.decide_dropped_full,
+            self.decide_cost_ms,
+            self.decide_timed,
+            self.decide_timed_ms,
+            if self.decide_cost_pct > 0.0 { format!(" ({:.2}% of BPF time)", self.decide_cost_pct) } else { String::new() },
         )?;
         for p in &self.memory_procs {
             writeln!(
@@ -914,6 +941,26 @@ mod tests {
         }
     }
 
+    /// The decision record's cost: the timed calls' mean time, scaled to
+    /// every call (written or dropped), and its share of all BPF run time.
+    #[test]
+    fn decide_cost_is_the_timed_mean_scaled() {
+        let mut m = Metrics {
+            decide_emitted: 1000,
+            decide_dropped_rate: 550,
+            decide_dropped_full: 50,
+            decide_timed: 100,
+            decide_timed_ms: 0.5,
+            ..Default::default()
+        };
+        m.bpf_prog.insert("enqueue".into(), ProgRunTime { run_time_ns: 400_000_000, run_cnt: 1 });
+        let m = m.with_means();
+        assert_eq!(m.decide_cost_ms, 8.0);
+        assert_eq!(m.decide_cost_pct, 2.0);
+        let none = Metrics { decide_emitted: 5, ..Default::default() }.with_means();
+        assert_eq!((none.decide_cost_ms, none.decide_cost_pct), (0.0, 0.0));
+    }
+
     /// A Metrics with no field at its default value.
     fn full_sample() -> Metrics {
         let c: Vec<u64> = (1..=NR_STATS as u64).map(|i| i * 1_000_000).collect();
@@ -1021,6 +1068,7 @@ mod tests {
   memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0  thread_homes=0
   memory cpu=0ms (scan 0ms, moving 0ms) move_calls=0 (waits 0) numa_maps_reads=0 scan_deferred=0
   agent  cpu=0.0ms in 0.0s: 0.000% of one CPU
+  decide emitted=70000000 dropped rate=71000000 full=72000000  cost=0.00ms (timed 73000000 in 74.000ms)
 ";
         let got = String::from_utf8(out).unwrap();
         for (g, w) in got.lines().zip(want.lines()) {

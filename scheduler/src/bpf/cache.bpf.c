@@ -108,6 +108,7 @@
 #include "cache_rules.h"
 #include "home.bpf.h"
 #include "numa.bpf.h"
+#include "decide.bpf.h"
 
 /* Initialisers here and below are the agent's defaults; rodata.rs writes each. */
 const volatile bool cache_aware;
@@ -522,8 +523,12 @@ __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 		return -1;
 	bpf_cpumask_and(tmp, m, p->cpus_ptr);
 	cpu = scx_bpf_pick_idle_cpu(cast_mask(tmp), 0);
-	if (cpu >= 0)
-		stat_inc(asked == pref + 1 ? STAT_CACHE_AGGR_MOVE : STAT_CACHE_AGGR_WAKE);
+	if (cpu >= 0) {
+		u32 why = asked == pref + 1 ? STAT_CACHE_AGGR_MOVE : STAT_CACHE_AGGR_WAKE;
+
+		stat_inc(why);
+		decide_why(task_ctx(p), why);
+	}
 	return cpu;
 }
 

@@ -55,6 +55,7 @@
 #include "locality.bpf.h"
 #include "home.bpf.h"
 #include "numa.bpf.h"
+#include "decide.bpf.h"
 
 const volatile bool home_enabled = true;
 
@@ -121,6 +122,7 @@ __hidden s32 home_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 	if (cpu < 0)
 		return -1;
 	numa_task_crossed(tctx, scx_bpf_now());
+	decide_why(tctx, STAT_XNODE_HOME);
 	stat_inc(STAT_XNODE_HOME);
 	return cpu;
 }

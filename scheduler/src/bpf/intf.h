@@ -68,6 +68,35 @@ enum locality_consts {
 	MEM_CHUNK_SHIFT	= 21,		/* 2 MB chunks of address space */
 	MEM_WATCH_MAX	= 1024,		/* processes watched at once */
 	MEM_FAULTS_MAX	= 65536,	/* (process, chunk, node) counts between two drains */
+
+	/* the decision record for explain (decide.bpf.c, decisions.rs) */
+	DFL_DECISION_RATE = 25,		/* records per second per CPU, at most */
+	DECIDE_BURST	= 16,		/* ... and this many at once */
+	DECIDE_RING_KB	= 512,		/* ring buffer size; the agent drains it every second */
+	DECIDE_TIME_EVERY = 16,		/* one call in this many is timed (its cost) */
+	DECIDE_REFUSED_EVERY = 8,	/* one refusal in this many is offered to the record */
+};
+
+/* what a decision record tells */
+enum decision_kind {
+	DECIDE_MOVE_LLC	= 1,	/* the task ran in another LLC of the same node than last time */
+	DECIDE_MOVE_NODE = 2,	/* ... in another node */
+	DECIDE_REFUSED	= 3,	/* a rule kept the task from moving from from_cpu towards to_cpu */
+};
+
+/*
+ * One record of the decision ring buffer. rule: the stats.h counter of the
+ * rule that decided (the agent names it with that counter's description);
+ * 0 for a move means the wake-up's idle-CPU search (push.bpf.c).
+ */
+struct decision {
+	unsigned long long at_ns;	/* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	unsigned int pid;
+	unsigned int tgid;
+	int from_cpu;
+	int to_cpu;
+	unsigned int kind;		/* enum decision_kind */
+	unsigned int rule;		/* enum locality_stat */
 };
 
 /* mem_faults key: user page faults of process tgid in one chunk, from CPUs of node */

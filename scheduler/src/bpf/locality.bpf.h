@@ -87,6 +87,7 @@ struct task_ctx {
 	s32 vtime_cpu;		/* vtime is relative to this CPU's clock */
 	u8 exec_pending;	/* exec'd, placement not settled (numa.bpf.c) */
 	u64 exec_at;		/* its first exec placement check, 0 none yet */
+	u32 why;		/* the rule that decided its next move (decide.bpf.h) */
 	u64 xnode_at;		/* last NUMA-policy node change, 0 never */
 	u64 node_rt;		/* runtime on node rt_node since it came there */
 	s32 rt_node;		/* node of its last run, -1 never */

@@ -102,6 +102,7 @@
 #include "place.bpf.h"
 #include "pull.bpf.h"
 #include "heartbeat.bpf.h"
+#include "decide.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -510,6 +511,7 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 {
 	struct task_ctx *tctx = task_ctx(p);
 	s32 cpu = scx_bpf_task_cpu(p);
+	u32 why, kind = 0;
 	s32 last;
 
 	if (!tctx)
@@ -546,12 +548,20 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 	cache_running(p, cpu);
 	last = tctx->last_cpu;
 	tctx->last_cpu = cpu;
+	why = tctx->why;
+	tctx->why = 0;
 	if (last == cpu || !cpu_valid(last) || !cpu_valid(cpu))
 		return;
-	if (cpu_llc[last & CPU_MASK] != cpu_llc[cpu & CPU_MASK])
+	if (cpu_llc[last & CPU_MASK] != cpu_llc[cpu & CPU_MASK]) {
 		stat_inc(STAT_MIGR_CROSS_LLC);
-	if (cpu_node[last & CPU_MASK] != cpu_node[cpu & CPU_MASK])
+		kind = DECIDE_MOVE_LLC;
+	}
+	if (cpu_node[last & CPU_MASK] != cpu_node[cpu & CPU_MASK]) {
 		stat_inc(STAT_MIGR_CROSS_NODE);
+		kind = DECIDE_MOVE_NODE;
+	}
+	if (kind)
+		decide_emit(p, kind, last, cpu, why);
 }
 
 void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)

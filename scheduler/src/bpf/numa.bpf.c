@@ -164,6 +164,7 @@
 #include "numa.bpf.h"
 #include "numa_rules.h"
 #include "home.bpf.h"
+#include "decide.bpf.h"
 
 const volatile u32 numa_mode = NUMA_UPSTREAM;
 const volatile u64 numa_interval_ns = DFL_NUMA_INTERVAL_MS * 1000000ULL;
@@ -513,6 +514,7 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 	}
 	numa_budget_take(to);	/* spends the unit the pass gave; never below zero */
 	numa_task_crossed(tctx, now);
+	decide_why(tctx, STAT_XNODE_ACTIVE);
 	stat_inc(STAT_XNODE_ACTIVE);
 	return dst;
 }
@@ -611,6 +613,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 	df = numa_fig(d);
 	if (!numa_rule_push_across(&sf, &df)) {
 		stat_inc(STAT_NUMA_PUSH_KEPT);
+		decide_refused(p, prev_cpu, -1, STAT_NUMA_PUSH_KEPT);
 		return -1;
 	}
 	stat_inc(STAT_NUMA_OVERLOAD);
@@ -621,6 +624,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 		return -1;
 	if (cpu_node[cpu & CPU_MASK] != src) {
 		numa_task_crossed(tctx, now);
+		decide_why(tctx, STAT_NUMA_OVERLOAD);
 		stat_inc(is_fork ? STAT_XNODE_PUSH_FORK : STAT_XNODE_PUSH_WAKE);
 	}
 	return cpu;
@@ -709,6 +713,7 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 			cpu = numa_idle_in_node(p, d);
 			if (cpu >= 0) {
 				numa_task_crossed(tctx, now);
+				decide_why(tctx, cause);
 				stat_inc(cause);
 				return cpu;
 			}
@@ -786,7 +791,7 @@ static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ct
 __hidden bool numa_wake_follow(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
 			       struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
 {
-	u32 wn, pn;
+	u32 wn, pn, why = STAT_NUMA_FOLLOW_REFUSED;	/* the allowance, unless set below */
 
 	if (!wake_follow || numa_mode == NUMA_OFF || nr_nodes < 2 ||
 	    !cpu_valid(prev_cpu) || !cpu_valid(waker_cpu))
@@ -797,18 +802,21 @@ __hidden bool numa_wake_follow(struct task_struct *p __arg_trusted, struct task_
 	    !home_may_leave(p, tctx, pn))
 		return false;
 	if (numa_node_overloaded(wn, 1)) {
-		stat_inc(STAT_NUMA_FOLLOW_REFUSED_OVERLOAD);
+		why = STAT_NUMA_FOLLOW_REFUSED_OVERLOAD;
 		goto refused;
 	}
 	if (!numa_few_partners(tctx, waker, waker_cpu)) {
-		stat_inc(STAT_NUMA_FOLLOW_REFUSED_PARTNERS);
+		why = STAT_NUMA_FOLLOW_REFUSED_PARTNERS;
 		goto refused;
 	}
 	if (numa_moves(wn, pn, 1))
 		goto refused;
 	return true;
 refused:
+	if (why != STAT_NUMA_FOLLOW_REFUSED)
+		stat_inc(why);
 	stat_inc(STAT_NUMA_FOLLOW_REFUSED);
+	decide_refused(p, prev_cpu, waker_cpu, why);
 	return false;
 }
 
@@ -816,6 +824,7 @@ refused:
 __hidden void numa_followed(struct task_ctx *tctx)
 {
 	numa_task_crossed(tctx, scx_bpf_now());
+	decide_why(tctx, STAT_XNODE_WAKE_FOLLOW);
 	stat_inc(STAT_XNODE_WAKE_FOLLOW);
 }
 

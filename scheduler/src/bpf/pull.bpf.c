@@ -51,12 +51,29 @@
 #include "cache.bpf.h"
 #include "home.bpf.h"
 #include "numa.bpf.h"
+#include "decide.bpf.h"
 
 /* steal_from() flags */
 #define STEAL_PINNED	8	/* scan the victim's pinned DSQ (offline drain) */
 #define STEAL_CROSS	1	/* victim on another node: NUMA policy per task */
 #define STEAL_GATE	2	/* victim in another LLC: cache gate "out" */
 #define STEAL_AGGR	4	/* only tasks preferring our LLC, gate "into" */
+
+/* the steal counter that names a move from @victim to @cpu (decide_why()) */
+static __always_inline u32 steal_rule(s32 cpu, s32 victim, u32 flags)
+{
+	u32 c = cpu & CPU_MASK, v = victim & CPU_MASK;
+
+	if (flags & STEAL_AGGR)
+		return STAT_CACHE_AGGR_PULL;
+	if (!cpu_is_online[v])
+		return STAT_STEAL_OFFLINE;
+	if (cpu_node[c] != cpu_node[v])
+		return STAT_STEAL_REMOTE;
+	if (cpu_core[c] == cpu_core[v])
+		return STAT_STEAL_SMT;
+	return cpu_llc[c] == cpu_llc[v] ? STAT_STEAL_LLC : STAT_STEAL_NODE;
+}
 
 /*
  * Move one task from @victim's DSQ to @cpu's local DSQ. Not inlined: it is
@@ -88,11 +105,13 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 					continue;
 				if (!cache_may_enter(src, dst, util)) {
 					stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
+					decide_refused(p, victim, cpu, STAT_CACHE_REFUSE_OVERAGGR);
 					continue;
 				}
 			} else if (pref >= 0 && (u32)pref == src &&
 				   !cache_may_leave(src, dst, util)) {
 				stat_inc(STAT_CACHE_REFUSE_OUT);
+				decide_refused(p, victim, cpu, STAT_CACHE_REFUSE_OUT);
 				continue;
 			}
 		}
@@ -101,19 +120,25 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 			tctx = task_ctx(p);
 			if (!numa_task_may_cross(tctx, now)) {
 				stat_inc(STAT_NUMA_TASK_RECENT);
+				decide_refused(p, victim, cpu, STAT_NUMA_TASK_RECENT);
 				continue;
 			}
-			if (!numa_steal_settled_ok(tctx, cpu_node[cpu & CPU_MASK]))
+			if (!numa_steal_settled_ok(tctx, cpu_node[cpu & CPU_MASK])) {
+				decide_refused(p, victim, cpu, STAT_NUMA_SETTLED_KEPT);
 				continue;
+			}
 			if (!home_steal_ok(p, tctx, cpu_node[victim & CPU_MASK],
-					   cpu_node[cpu & CPU_MASK]))
+					   cpu_node[cpu & CPU_MASK])) {
+				decide_refused(p, victim, cpu, STAT_HOME_KEPT);
 				continue;
+			}
 		}
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			if (cross && numa_mode != NUMA_OFF)
 				numa_task_crossed(tctx, now);
 			if (flags & STEAL_AGGR)
 				stat_inc(STAT_CACHE_AGGR_PULL);
+			decide_why(tctx ?: task_ctx(p), steal_rule(cpu, victim, flags));
 			return true;
 		}
 	}

@@ -116,3 +116,10 @@ LOC_STAT(NUMA_FOLLOW_REFUSED_PARTNERS, numa_follow_refused_partners, CNT, "wake-
 
 /* new-program placement (numa_place_new() in numa.bpf.c) */
 LOC_STAT(NUMA_CLAIM_LOST, numa_claim_lost, CNT, "new program: another was counted on the chosen node meanwhile, chosen again")
+
+/* the decision record for explain (decide.bpf.c) */
+LOC_STAT(DECIDE_EMIT, decide_emitted, CNT, "decision records written to the ring buffer")
+LOC_STAT(DECIDE_DROP_RATE, decide_dropped_rate, CNT, "decision records not written: over the per-CPU rate")
+LOC_STAT(DECIDE_DROP_FULL, decide_dropped_full, CNT, "decision records not written: ring buffer full")
+LOC_STAT(DECIDE_TIMED, decide_timed, CNT, "decision record calls timed (one in 16, dropped or written)")
+LOC_STAT(DECIDE_TIMED_NS, decide_timed_ms, NS, "time spent in the timed decision record calls")

@@ -24,6 +24,8 @@ pub struct AgentView {
     pub homes: Homes,
     /// the cache-aware policy's processes (empty when it is off)
     pub cache: Vec<CacheProc>,
+    /// the last decision records per process (tgid), oldest first
+    pub decisions: BTreeMap<u32, Vec<crate::decisions::Decision>>,
 }
 
 /// The agent's settings and topology, fixed while it runs.
@@ -45,6 +47,8 @@ pub struct AgentCfg {
     pub interval_ms: u64,
     /// --memory-include / --memory-exclude, if any
     pub scope: String,
+    /// --decision-rate: records per second per CPU, 0 none
+    pub decision_rate: u64,
 }
 
 /// `explain PID`.
@@ -68,6 +72,37 @@ pub struct Report {
     pub pref_llc: Reason,
     pub memory: Memory,
     pub plan: Plan,
+    #[serde(default)]
+    pub decisions: Decisions,
+}
+
+/// The last placement decisions that touched the process's threads, from
+/// the decision record (decide.bpf.c): at most `rate_per_cpu` records per
+/// second per CPU are written, so these are samples, not every decision.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Decisions {
+    pub rate_per_cpu: u64,
+    /// oldest first
+    pub items: Vec<DecisionItem>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecisionItem {
+    /// how long before the report, ms
+    pub age_ms: f64,
+    pub tid: u32,
+    /// move_llc, move_node or refused
+    pub kind: String,
+    pub from_cpu: i32,
+    /// -1: a move towards another node, no CPU chosen
+    pub to_cpu: i32,
+    pub from_node: i32,
+    pub to_node: i32,
+    /// the rule: the stats counter it bumps (a Metrics field), or
+    /// idle_search (the wake-up's search for an idle CPU)
+    pub rule: String,
+    /// what the rule does, in words
+    pub text: String,
 }
 
 /// One thread: where it is now and where it ran in the interval.

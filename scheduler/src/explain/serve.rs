@@ -17,7 +17,8 @@ use super::procs::{self, Classes, TaskStat};
 use super::report::*;
 use crate::home::HomeWhy;
 use crate::memory::report::MemProc;
-use crate::stats::{Req, Res};
+use crate::decisions::Kind;
+use crate::stats::{Req, Res, COUNTERS};
 
 /// Threads sampled per process at most; the rest are counted.
 pub const MAX_THREADS: usize = 256;
@@ -270,7 +271,56 @@ pub fn build(
         pref_llc,
         memory,
         plan,
+        decisions: decisions_of(v, pid, monotonic_ns()),
     }
+}
+
+/// CLOCK_MONOTONIC now, the clock of the decision records.
+fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// The decision records of process @tgid, oldest first, each named by its
+/// rule's counter (0 for a move: the wake-up's idle-CPU search).
+pub fn decisions_of(v: &AgentView, tgid: u32, now_ns: u64) -> Decisions {
+    let node = |c: i32| {
+        usize::try_from(c).ok().and_then(|c| v.cfg.cpus.get(c).copied().flatten()).map_or(-1, |p| p.0 as i32)
+    };
+    let items = v
+        .decisions
+        .get(&tgid)
+        .map(|ds| {
+            ds.iter()
+                .map(|d| {
+                    let (rule, text) = match (d.kind, d.rule as usize) {
+                        (Kind::MoveLlc | Kind::MoveNode, 0) => {
+                            ("idle_search", "wake-up: an idle CPU found by the push side's search")
+                        }
+                        (_, r) => COUNTERS.get(r).map_or(("unknown", ""), |c| (c.1, c.2)),
+                    };
+                    DecisionItem {
+                        age_ms: (now_ns.saturating_sub(d.at_ns) as f64 / 1e6).round(),
+                        tid: d.pid,
+                        kind: match d.kind {
+                            Kind::MoveLlc => "move_llc",
+                            Kind::MoveNode => "move_node",
+                            Kind::Refused => "refused",
+                        }
+                        .into(),
+                        from_cpu: d.from_cpu,
+                        to_cpu: d.to_cpu,
+                        from_node: node(d.from_cpu),
+                        to_node: node(d.to_cpu),
+                        rule: rule.into(),
+                        text: text.into(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Decisions { rate_per_cpu: v.cfg.decision_rate, items }
 }
 
 /// Why the memory agent keeps nothing about the process, if it does not:

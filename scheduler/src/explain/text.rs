@@ -110,6 +110,32 @@ pub fn report(r: &Report) -> String {
             let _ = writeln!(o, "left alone: {}", l.text);
         }
     }
+    let d = &r.decisions;
+    if d.rate_per_cpu == 0 {
+        let _ = writeln!(o, "decisions: not recorded (--decision-rate=0)");
+    } else if d.items.is_empty() {
+        let _ = writeln!(o, "decisions: none recorded for its threads");
+    } else {
+        let _ = writeln!(
+            o,
+            "last decisions ({} recorded; at most {} per second per CPU):",
+            d.items.len(),
+            d.rate_per_cpu
+        );
+        for i in &d.items {
+            let to = if i.to_cpu < 0 { "another node".to_string() } else { format!("cpu {} (node {})", i.to_cpu, i.to_node) };
+            let what = match i.kind.as_str() {
+                "refused" => "kept",
+                "move_node" => "moved node",
+                _ => "moved LLC",
+            };
+            let _ = writeln!(
+                o,
+                "  {:>8.0} ms ago  tid {:>7}  {:<10}  cpu {} (node {}) -> {}  {}: {}",
+                i.age_ms, i.tid, what, i.from_cpu, i.from_node, to, i.rule, i.text
+            );
+        }
+    }
     o
 }
 
@@ -195,6 +221,33 @@ mod tests {
                 left_alone: vec![LeftAlone { reason: "file".into(), mb: 2.0, text: "file pages: never moved".into() }],
                 ..Default::default()
             },
+            decisions: Decisions {
+                rate_per_cpu: 100,
+                items: vec![
+                    DecisionItem {
+                        age_ms: 1520.0,
+                        tid: 301,
+                        kind: "move_node".into(),
+                        from_cpu: 5,
+                        to_cpu: 2,
+                        from_node: 1,
+                        to_node: 0,
+                        rule: "xnode_wake_follow".into(),
+                        text: "wake-follow".into(),
+                    },
+                    DecisionItem {
+                        age_ms: 20.0,
+                        tid: 301,
+                        kind: "refused".into(),
+                        from_cpu: 2,
+                        to_cpu: -1,
+                        from_node: 0,
+                        to_node: -1,
+                        rule: "numa_push_kept".into(),
+                        text: "kept".into(),
+                    },
+                ],
+            },
         }
     }
 
@@ -214,6 +267,9 @@ memory (numa_maps, MB; --memory=spread, migrated 0.0 MB):
      1        0.0        0.0        0.0        0.0
 next: nothing: not tracked
 left alone: 2.0 MB file pages: never moved
+last decisions (2 recorded; at most 100 per second per CPU):
+      1520 ms ago  tid     301  moved node  cpu 5 (node 1) -> cpu 2 (node 0)  xnode_wake_follow: wake-follow
+        20 ms ago  tid     301  kept        cpu 2 (node 0) -> another node  numa_push_kept: kept
 ";
         assert_eq!(report(&sample()), want);
     }
