@@ -298,26 +298,6 @@ static __always_inline u32 numa_moves(u32 src, u32 dst, u32 extra)
 	return numa_rule_moves(numa_mode, &s, &d, extra);
 }
 
-/* the least loaded node not in @skip (a mask of node ids), or -1 */
-static s32 numa_least_loaded(u64 skip)
-{
-	u32 i, l, best_load = ~0U;
-	s32 best = -1;
-
-	bpf_for(i, 0, nr_nodes) {
-		if (i >= MAX_NODES)
-			break;
-		if (skip & (1ULL << i))
-			continue;
-		l = node_load_now(i);
-		if (l < best_load) {
-			best_load = l;
-			best = i;
-		}
-	}
-	return best;
-}
-
 /*
  * Tasks on node @n now, for rule 3's least-loaded form: the CPUs running a
  * task, plus the tasks queued there beyond what its free CPUs (idle, or
@@ -365,12 +345,13 @@ __hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 }
 
 /*
- * The node not in @skip with the fewest tasks now (numa_nr_now();
- * on a tie the lower decayed load), its count in *@nr; -1 if none.
+ * The node not in @skip (a mask of node ids) with the lowest decayed load,
+ * or, @by_tasks, with the fewest tasks now (numa_nr_now(); on a tie the
+ * lower decayed load), its count of tasks in *@nr; -1 if none.
  */
-static s32 numa_least_nr(u64 skip, s32 self_cpu, u32 *nr)
+static s32 numa_least(u64 skip, bool by_tasks, s32 self_cpu, u32 *nr)
 {
-	u32 i, l, best_nr = ~0U, best_load = ~0U;
+	u32 i, l = 0, best_nr = ~0U, best_load = ~0U;
 	s32 best = -1;
 
 	bpf_for(i, 0, nr_nodes) {
@@ -378,7 +359,8 @@ static s32 numa_least_nr(u64 skip, s32 self_cpu, u32 *nr)
 			break;
 		if (skip & (1ULL << i))
 			continue;
-		l = numa_nr_now(i, self_cpu);
+		if (by_tasks)
+			l = numa_nr_now(i, self_cpu);
 		if (l < best_nr || (l == best_nr && node_load_now(i) < best_load)) {
 			best_nr = l;
 			best_load = node_load_now(i);
@@ -387,6 +369,14 @@ static s32 numa_least_nr(u64 skip, s32 self_cpu, u32 *nr)
 	}
 	*nr = best_nr;
 	return best;
+}
+
+/* the least loaded node not in @skip, by the decayed load, or -1 */
+static s32 numa_least_loaded(u64 skip)
+{
+	u32 nr;
+
+	return numa_least(skip, false, -1, &nr);
 }
 
 /* rule 4 for @tctx's task (none: may) */
@@ -685,7 +675,7 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 		tried = 1ULL << src;
 		bpf_for(k, 1, nr_nodes) {
 			if (place_least_loaded)
-				d = numa_least_nr(tried, self_cpu, &least_nr);
+				d = numa_least(tried, true, self_cpu, &least_nr);
 			else
 				d = numa_least_loaded(tried);
 			if (d < 0)
