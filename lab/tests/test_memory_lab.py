@@ -159,7 +159,8 @@ def test_spanning_memory_against_its_off_switch_numaq4():
     of it; the bar, 0.85, needs 19 MB moved in 20 s. With --memory=off no page moves. (Where the array starts is
     not the agent's doing: if the scheduler moves the main thread to another node during its first touch, the
     array starts split, as one CI run saw with --memory=off: 0.66 on one node. So both steps are judged by pages
-    moved, and the spread step by the share as well.)"""
+    moved: the agent's own count on, and the guest's with --memory=off, where under 1% of the array may move by
+    the kernel's compaction; the spread step by the share as well.)"""
     cmd = ("echo 1 > /proc/sys/kernel/bpf_stats_enabled; echo 1 > /proc/sys/kernel/numa_balancing; "
            "memspan -N 2 -S 128 -P 16 -r 20 -w 1 --init=main")
     steps = [run.Step(run.parse_sched("scx_locality"), f"echo 'memtest: spread'; {cmd}"),
@@ -167,8 +168,9 @@ def test_spanning_memory_against_its_off_switch_numaq4():
     res, out = run_steps("numaq4", steps)
     on, off = (final_stats(s.sched_log) for s in res.steps)
     assert shared_max_share(out["spread"]) <= 0.85, out["spread"][-2000:]
-    assert figure(out["spread"], "memspan_migrated_pages") > 0, out["spread"][-2000:]
-    assert figure(out["off"], "memspan_migrated_pages") == 0, out["off"][-2000:]
+    assert on["memory_pages_migrated"] > 0, on["memory_pages_migrated"]
+    # memspan's count is the whole guest's (pgmigrate_success): compaction moves a page now and then (1 seen)
+    assert figure(out["off"], "memspan_migrated_pages") < 0.01 * 32768, out["off"][-2000:]
     procs = [p for p in on["memory_procs"] if p["comm"] == "memspan"]
     assert procs and len(procs[0]["active"]) >= 2, on["memory_procs"]
     assert procs[0]["private_chunks"] + procs[0]["shared_chunks"] + procs[0]["settling_chunks"] > 0, procs
