@@ -536,21 +536,23 @@ impl<'a> Scheduler<'a> {
             Some(t) => (t.snapshot(), t.homes.lock().map(|h| h.clone()).unwrap_or_default()),
             None => (self.memory_last.clone(), Default::default()),
         };
-        let decisions = match &self.decisions {
-            Some(r) => {
-                if let Err(e) = r.drain() {
-                    warn!("decision record: {e:#}");
-                }
-                r.all()
-            }
-            None => Default::default(),
-        };
+        self.drain_decisions();
+        let decisions = self.decisions.as_ref().map(|r| r.all()).unwrap_or_default();
         explain::AgentView {
             cfg: self.explain_cfg.clone(),
             mem: mem.procs,
             homes,
             cache: self.cache_seen.values().cloned().collect(),
             decisions,
+        }
+    }
+
+    /// Take the decision records written since the last drain (explain).
+    fn drain_decisions(&self) {
+        if let Some(r) = &self.decisions {
+            if let Err(e) = r.drain() {
+                warn!("decision record: {e:#}");
+            }
         }
     }
 
@@ -565,11 +567,7 @@ impl<'a> Scheduler<'a> {
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
             self.cache_refresh(false);
             self.home_sync();
-            if let Some(r) = &self.decisions {
-                if let Err(e) = r.drain() {
-                    warn!("decision record: {e:#}");
-                }
-            }
+            self.drain_decisions();
             let Some((res_tx, req_rx)) = &chans else {
                 std::thread::sleep(tick);
                 continue;

@@ -67,7 +67,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.no_idle_core = opts.no_idle_core;
     r.sparse_idle = opts.sparse_idle();
     r.wake_gran_ns = opts.wake_gran_us * 1000;
-    r.decide_period_ns = if opts.decision_rate > 0 { 1_000_000_000 / opts.decision_rate } else { 0 };
+    r.decide_period_ns = 1_000_000_000u64.checked_div(opts.decision_rate).unwrap_or(0);
     let mode = opts.numa_mode();
     // off: cross-node steals whenever a CPU would idle (the old flag)
     r.steal_cross_node = mode == NumaBalance::Off;
