@@ -8,6 +8,8 @@ Commands:
   image                 build (or reuse) the guest image and print its path
   bench                 run benchmarks under several schedulers, repeated and interleaved; write a report
                         (--host: on this machine itself instead of in QEMU guests; see lab/host.py)
+  matrix                every seed benchmark on every machine under every scheduler (lab/matrix.toml), resumable;
+                        writes one results page (--quick: a subset in under an hour)
   peers                 build published sched_ext schedulers (cargo install) for the guest
   soak                  reliability suite (stress, hotplug, cgroups, RT hog, pinning, start/stop, kill -9)
 
@@ -115,6 +117,11 @@ def cmd_bench(args) -> int:
     return bench.main(args)
 
 
+def cmd_matrix(args) -> int:
+    from . import matrix
+    return matrix.main(args)
+
+
 def cmd_peers(args) -> int:
     from . import peers
     return peers.main(args.names, force=args.force, list_only=args.list)
@@ -182,9 +189,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-build", action="store_true",
                    help="do not build scx_locality or missing peers (unbuilt ones are reported as failed)")
     s.add_argument("--force", action="store_true", help="overwrite an --out folder that holds results")
+    s.add_argument("--resume", action="store_true",
+                   help="go on with the bench in --out: keep its runs and run the rest up to --runs (same "
+                        "machine, schedulers and benchmarks only)")
     s.add_argument("--list", action="store_true", help="list the benchmarks and their cases")
     s.add_argument("--report-only", metavar="DIR", default="", help="rebuild DIR's report from its results.json")
     s.set_defaults(func=cmd_bench)
+    s = sub.add_parser("matrix", help="the results matrix: every seed benchmark, machine and scheduler; one page",
+                       description="Run lab/matrix.toml: per machine its benchmarks under every scheduler, one "
+                                   "bench folder each (OUT/MACHINE/BENCH), run-major (run 1 of every folder, then "
+                                   "run 2, ...), and write the results page after every boot. Interrupted, the "
+                                   "same command with --resume goes on where it stopped. Exit codes as for bench "
+                                   "(the first non-zero one of its folders; it goes on after a failed folder).")
+    s.add_argument("--quick", action="store_true", help="the matrix file's [quick] subset (under an hour)")
+    s.add_argument("--machine", default="", help="only these machines (comma-separated)")
+    s.add_argument("--bench", default="", help="only these benchmarks, by name (comma-separated)")
+    s.add_argument("--sched", default="", help="these schedulers instead of the file's (comma-separated; eevdf "
+                                               "first)")
+    s.add_argument("--runs", type=int, default=None, help="runs per folder instead of the file's")
+    s.add_argument("--out", default="", help="output folder (default runs/matrix or runs/matrix-quick)")
+    s.add_argument("--page", default="", help="where to write the page (default OUT/results.md); results.json "
+                                              "and the PNGs go to the folder of the same name without .md")
+    s.add_argument("--resume", action="store_true", help="go on with the matrix in --out (the same plan only)")
+    s.add_argument("--file", default="", help="another matrix file (default lab/matrix.toml)")
+    s.add_argument("--list", action="store_true", help="print the plan with time estimates; run nothing")
+    s.add_argument("--no-build", action="store_true", help="do not build scx_locality or missing peers")
+    s.add_argument("--report-only", metavar="OUT", default="", help="rewrite the page of the matrix in OUT")
+    s.set_defaults(func=cmd_matrix)
     s = sub.add_parser("peers", help="build published schedulers from crates.io (cargo install, ~5 min each)")
     s.add_argument("names", nargs="*", help="peers to build (default: every peer in lab/schedulers.toml)")
     s.add_argument("--force", action="store_true", help="rebuild even if built")

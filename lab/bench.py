@@ -306,8 +306,10 @@ def write_results(out: Path, results: dict) -> None:
 
 def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark],
               runs: int, out: Path, build: bool = True, command_line: str = "", stdout=sys.stdout,
-              session: host.Session | None = None) -> dict:
-    """The bench in guests of m, or with session (inside its with block) on this machine (m its HostMachine)."""
+              session: host.Session | None = None, resume: dict | None = None) -> dict:
+    """The bench in guests of m, or with session (inside its with block) on this machine (m its HostMachine).
+    resume: an earlier results.json of the same plan (see resume_check); its runs are kept and the bench goes on
+    with the next run number, so the scheduler order keeps rotating as if it had never stopped."""
     def log(msg):
         print(msg, file=stdout, flush=True)
 
@@ -334,6 +336,10 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
                     "settle_ms": benchfile.COLOCATION_SETTLE_MS},
         "runs": [],
     }
+    if resume is not None:
+        results["created"] = resume.get("created", results["created"])
+        results["runs"] = list(resume.get("runs", []))
+    first = len(results["runs"])
     for label, reason in failed.items():
         log(f"bench: {label} cannot run: {reason}")
     write_results(out, results)
@@ -342,9 +348,9 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         return results
     per_run_est = boot_est + sum(sched_overhead(s) + sum(c.est_s for c in b.cases())
                                          for b, s in plan_run(benches, runnable, 0))
-    progress = Progress(per_run_est * runs, out=stdout)
+    progress = Progress(per_run_est * max(runs - first, 0), out=stdout)
     nr_cases = {b.name: len(b.cases()) for b in benches}
-    for r in range(runs):
+    for r in range(first, runs):
         steps_plan = plan_run(benches, runnable, r)
         steps = [run.Step(s, guest_script.step_command(b.cases(), i,
                                                        f"run={r + 1} bench={b.name} sched={s.label}", place))
@@ -415,6 +421,27 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
                      + (f" (boot {result.boot_s} s)" if session is None else "")
                      + ("" if not bad else "; problems:\n  " + "\n  ".join(bad)))
     return results
+
+
+def resume_check(old: dict, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str) -> str | None:
+    """None when the results.json `old` was made by the same plan (machine, schedulers, benchmarks and their
+    cases), else what differs: runs of another plan must not be pooled with new ones."""
+    if old.get("version") != RESULTS_VERSION:
+        return f"it has results version {old.get('version')}, this lab writes {RESULTS_VERSION}"
+    if old.get("machine") != machine:
+        return f"it is of machine {old.get('machine')}, not {machine}"
+    labels = [s["label"] for s in old.get("scheds", [])]
+    if labels != [s.label for s in specs]:
+        return f"its schedulers are {', '.join(labels)}, not {', '.join(s.label for s in specs)}"
+    new = {b.name: b.to_json() for b in benches}
+    for name in sorted(set(new) | set(old.get("benchmarks", {}))):
+        a, b = old.get("benchmarks", {}).get(name), new.get(name)
+        if a is None or b is None:
+            return f"benchmark {name} is in {'the new plan' if a is None else 'it'} only"
+        if [(c["id"], c["command"]) for c in a.get("cases", [])] != \
+                [(c["id"], c["command"]) for c in b.get("cases", [])]:
+            return f"benchmark {name} has another command or other cases now"
+    return None
 
 
 def exit_code(results: dict) -> int:
@@ -500,9 +527,20 @@ def main(args) -> int:
         for w in host.warnings(benches):
             print(f"bench: warning: {w}", flush=True)
     out = Path(args.out) if args.out else default_out(m.name)
-    if (out / "results.json").exists() and not args.force:
-        raise benchfile.BenchError(f"{out} already holds results.json; use another --out or --force to overwrite")
-    if out.exists() and args.force:
+    resume = None
+    if args.resume:
+        if not args.out:
+            raise run.UsageError("--resume needs --out: the folder of the bench to go on with")
+        if (out / "results.json").exists():
+            resume = json.loads((out / "results.json").read_text())
+            why = resume_check(resume, specs, benches, m.name)
+            if why:
+                raise benchfile.BenchError(f"cannot resume {out}: {why}")
+            print(f"bench: resuming {out}: {len(resume['runs'])} of {args.runs} run(s) done", flush=True)
+    elif (out / "results.json").exists() and not args.force:
+        raise benchfile.BenchError(f"{out} already holds results.json; use another --out, --resume to go on with "
+                                   f"it, or --force to overwrite")
+    if out.exists() and args.force and not args.resume:
         for sub in ("raw",):
             shutil.rmtree(out / sub, ignore_errors=True)
         for f in out.glob("*.png"):
@@ -516,10 +554,12 @@ def main(args) -> int:
     print(f"bench: {m.name}, schedulers {', '.join(s.label for s in specs)}; {len(benches)} benchmark(s), "
           f"{total_cases} case(s), {args.runs} run(s); output in {out}", flush=True)
     if session is None:
-        results = run_bench(m, specs, benches, args.runs, out, build=not args.no_build, command_line=cmdline)
+        results = run_bench(m, specs, benches, args.runs, out, build=not args.no_build, command_line=cmdline,
+                            resume=resume)
     else:
         with session:
-            results = run_bench(m, specs, benches, args.runs, out, command_line=cmdline, session=session)
+            results = run_bench(m, specs, benches, args.runs, out, command_line=cmdline, session=session,
+                                resume=resume)
     path = report.write_report(out)
     print(report.summary_text(out), flush=True)
     print(f"bench: report: {path}", flush=True)

@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""bin/lab matrix without a guest: the plan file, run-major order, resuming after an interruption, and the
+results page's statistics. run.run_job is replaced by a fake that answers every case with a given figure."""
+import json
+
+import pytest
+
+from lab import bench, guest_script, matrix, run
+
+SPEC_A = "hackbench:mode=thread:ipc=pipe:groups=1"
+SPEC_B = "hackbench:mode=process:ipc=pipe:groups=1"
+
+
+def write_plan(tmp_path, runs=2, scheds='["eevdf", "scx_locality", "scx_p2dq"]'):
+    p = tmp_path / "matrix.toml"
+    p.write_text(f'schedulers = {scheds}\nruns = {runs}\n[machines.numa2]\nbenchmarks = ["{SPEC_A}", "{SPEC_B}"]\n'
+                 f'[quick]\nruns = 1\n[quick.machines.numaq4]\nbenchmarks = ["{SPEC_A}"]\n')
+    return p
+
+
+class FakeLab:
+    """run.run_job stand-in: each case prints hackbench's Time line, the scheduler's values in turn."""
+
+    def __init__(self, tmp_path, times, fail_on_call=None):
+        self.tmp, self.times, self.calls, self.fail_on_call = tmp_path, times, [], fail_on_call
+        self.used: dict[str, int] = {}
+
+    def run_job(self, m, steps, timeout_s, run_dir, stream=None, log=None, build_scheduler=False):
+        self.calls.append([s.sched.label for s in steps])
+        if self.fail_on_call is not None and len(self.calls) == self.fail_on_call:
+            raise KeyboardInterrupt("SIGINT")
+        res = run.RunResult(machine=m.name, run_dir=str(run_dir), kernel_log="", completed=True, topology_ok=True)
+        for i, st in enumerate(steps):
+            res.steps.append(run.StepResult(sched=st.sched.label, cmd_exit=0, sched_started=True))
+            vals, k = self.times[st.sched.name], self.used.get(st.sched.name, 0)
+            self.used[st.sched.name] = k + 1
+            f = self.tmp / f"{len(self.calls)}-{guest_script.case_tag(i, 0)}.out"
+            f.write_text(f"Time: {vals[k % len(vals)]}\nlab-bench-rc: 0\n")
+            res.files[f"{guest_script.case_tag(i, 0)}.out"] = str(f)
+        return res
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCALITY_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr(bench, "build_workloads", lambda log: None)
+    monkeypatch.setattr(bench, "prepare_schedulers", lambda specs, build, log: {})
+    lab = FakeLab(tmp_path, {"eevdf": [2.0, 2.1, 2.2], "scx_locality": [1.0, 1.05, 1.1],
+                                   "scx_p2dq": [1.5, 3.0, 2.2]})
+    monkeypatch.setattr(run, "run_job", lab.run_job)
+    return lab
+
+
+def test_shipped_matrix_and_its_quick_subset_load():
+    full = matrix.load_plan()
+    quick = matrix.load_plan(quick=True)
+    assert full.scheds[0] == "eevdf" and "scx_locality" in full.scheds
+    assert {u.machine for u in quick.units} <= {u.machine for u in full.units}
+    assert len(quick.units) < len(full.units)
+
+
+def test_plan_filters_and_errors(tmp_path):
+    p = write_plan(tmp_path)
+    plan = matrix.load_plan(p)
+    assert [u.spec for u in plan.units] == [SPEC_A, SPEC_B] and plan.runs == 2
+    assert matrix.load_plan(p, quick=True).units == [matrix.Unit("numaq4", SPEC_A)]
+    assert matrix.load_plan(p, runs=4).runs == 4
+    with pytest.raises(matrix.MatrixError, match="not in the matrix"):
+        matrix.load_plan(p, only_machines=["haswell2s"])
+    with pytest.raises(matrix.MatrixError, match="nothing to run"):
+        matrix.load_plan(p, only_benches=["wakelat"])
+    with pytest.raises(matrix.MatrixError, match="first scheduler must be eevdf"):
+        matrix.load_plan(write_plan(tmp_path, scheds='["scx_locality", "eevdf"]'))
+    assert matrix.Unit("numa2", "hackbench:groups=1/4").dirname == "hackbench_groups=1-4"
+
+
+def test_run_major_order_interrupt_and_resume(tmp_path, fake):
+    plan = matrix.load_plan(write_plan(tmp_path))
+    out, page = tmp_path / "m", tmp_path / "page" / "results.md"
+    fake.fail_on_call = 3  # the third boot (run 2 of the first folder) is interrupted
+    with pytest.raises(KeyboardInterrupt):
+        matrix.run_matrix(plan, out, page, build=False, command_line="cmd", resume=False)
+    assert [matrix.runs_done(out, u) for u in plan.units] == [1, 1]  # run 1 of each folder before any run 2
+    assert page.exists()  # written even on the way out
+    with pytest.raises(matrix.MatrixError, match="--resume"):
+        matrix.run_matrix(plan, out, page, build=False, command_line="cmd", resume=False)
+    with pytest.raises(matrix.MatrixError, match="another plan"):
+        matrix.run_matrix(matrix.load_plan(write_plan(tmp_path), runs=3), out, page, build=False,
+                          command_line="cmd", resume=True)
+    fake.fail_on_call = None
+    assert matrix.run_matrix(plan, out, page, build=False, command_line="cmd2", resume=True) == run.EXIT_OK
+    assert len(fake.calls) == 5  # 3 before (the last interrupted), 2 after: nothing run twice
+    assert [matrix.runs_done(out, u) for u in plan.units] == [2, 2]
+    res = json.loads((plan.units[0].folder(out) / "results.json").read_text())
+    assert [r["order"] for r in res["runs"]] == [["eevdf", "scx_locality", "scx_p2dq"],
+                                                ["scx_locality", "scx_p2dq", "eevdf"]]  # rotation went on
+    state = matrix.load_state(out)
+    assert state["boots"] == 4 and state["command"] == "cmd"
+
+
+def test_page_flags_significance_best_and_best_peer(tmp_path, fake):
+    plan = matrix.load_plan(write_plan(tmp_path, runs=5))
+    out, page = tmp_path / "m", tmp_path / "docs" / "results.md"
+    matrix.run_matrix(plan, out, page, build=False, command_line="cmd", resume=False)
+    data = json.loads((tmp_path / "docs" / "results" / "results.json").read_text())
+    rows = data["machines"]["numa2"]["figures"]
+    assert len(rows) == 2 and all(r["figure"] == "time" for r in rows)
+    for r in rows:
+        ours, peer = r["cells"]["scx_locality"], r["cells"]["scx_p2dq"]
+        assert ours["n"] == 5 and ours["significant"] and ours["pct_vs_baseline"] > 40  # ~1.05 s against ~2.1 s
+        assert r["best"] == "scx_locality" and r["best_peer"] == "scx_p2dq"
+        assert r["ours_vs_best_peer"]["pct"] > 0 and r["ours_vs_best_peer"]["peer"] == "scx_p2dq"
+        assert peer["p_vs_baseline"] is not None
+    text = page.read_text()
+    assert "**1.0" in text and "| [numa2](#numa2) | 2 | 2 / 0 |" in text
+    assert (tmp_path / "docs" / "results" / "numa2.png").exists()
+
+
+def test_a_same_mean_is_not_significant(tmp_path, fake):
+    fake.times["scx_locality"] = fake.times["eevdf"]
+    plan = matrix.load_plan(write_plan(tmp_path, runs=3))
+    matrix.run_matrix(plan, tmp_path / "m", tmp_path / "r.md", build=False, command_line="c", resume=False)
+    rows = json.loads((tmp_path / "r" / "results.json").read_text())["machines"]["numa2"]["figures"]
+    assert not any(r["cells"]["scx_locality"]["significant"] for r in rows)
+
+
+def test_bench_resume_check_refuses_another_plan(tmp_path, fake):
+    from lab import benchfile, machines
+    m = machines.load("numa2")
+    specs = bench.parse_sched_list("eevdf,scx_locality", ablate=False)
+    b = benchfile.load_benchmark(SPEC_A)
+    res = bench.run_bench(m, specs, [b], 1, tmp_path / "b", build=False)
+    assert bench.resume_check(res, specs, [b], "numa2") is None
+    assert "machine" in bench.resume_check(res, specs, [b], "numaq4")
+    assert "schedulers" in bench.resume_check(res, specs[:1], [b], "numa2")
+    assert "other cases" in bench.resume_check(res, specs, [benchfile.load_benchmark(SPEC_A + ":loops=7")], "numa2")
+    res2 = bench.run_bench(m, specs, [b], 3, tmp_path / "b", build=False, resume=res)
+    assert [r["run"] for r in res2["runs"]] == [1, 2, 3]
