@@ -41,7 +41,7 @@ mean = "amean"
 
 def test_every_shipped_benchmark_loads():
     names = benchfile.known_benchmarks()
-    for must in ("hackbench", "netperf-stream", "netperf-rr", "tbench", "wakelat", "memkern", "jbb2",
+    for must in ("hackbench", "hackbench-load", "netperf-stream", "netperf-rr", "tbench", "wakelat", "memkern", "jbb2",
                  "numa-residency"):
         assert must in names
     assert "ablation" not in names
@@ -247,6 +247,25 @@ def run_case_shell(command: str, ncpus: int, fakes: str) -> str:
     r = subprocess.run([GUEST_SH, "sh", "-c", script], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     return r.stdout
+
+
+def test_hackbench_load_runs_the_load_times_the_cpus_as_tasks():
+    """hackbench-load: 2 tasks a group (-f 1), groups = load x CPUs / 2 (at least 1), the same messages a case."""
+    b = benchfile.load_benchmark("hackbench-load")
+    msgs = b.params["msgs"]
+    want = {8: {"0.25x": 2, "0.5x": 4, "1x": 8, "2x": 16, "4x": 32},
+            16: {"0.25x": 4, "0.5x": 8, "1x": 16, "2x": 32, "4x": 64},
+            4: {"0.25x": 2, "0.5x": 2, "1x": 4, "2x": 8, "4x": 16}}
+    assert len(b.cases()) == 20
+    for ncpus, tasks in want.items():
+        for c in b.cases():
+            mode, ipc, load = c.label.split("-")
+            args = run_case_shell(c.command, ncpus, 'hackbench() { echo "$@"; }').split()
+            opt = dict(zip(args[:-1], args[1:]))
+            assert opt["-f"] == "1" and 2 * int(opt["-g"]) == tasks[load], (ncpus, c.label, args)
+            g, loops = int(opt["-g"]), int(opt["-l"])
+            assert msgs - g < g * loops <= msgs
+            assert ("--threads" in args) == (mode == "thread") and ("--pipe" in args) == (ipc == "pipe")
 
 
 TBENCH_OUT = """Running for 10 seconds with load '/usr/share/dbench/client.txt' and minimum warmup 2 secs
