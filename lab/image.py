@@ -46,6 +46,14 @@ HOST_BINARIES = [
     "/usr/bin/renice",
     "/usr/bin/pgrep",
     "/usr/bin/setpriv",
+    # dbench: tbench and its server (lab/benchmarks/tbench.toml)
+    "/usr/bin/tbench",
+    "/usr/bin/tbench_srv",
+]
+# Data files from the host's Debian packages, at the same path in the guest: tbench's load file (its default
+# path; 26 MB of guest memory, 2.7 MB of the gzipped image).
+HOST_DATA_FILES = [
+    "/usr/share/dbench/client.txt",
 ]
 BUSYBOX = "/bin/busybox"
 
@@ -130,7 +138,7 @@ def collect_inputs(include_scheduler: bool = True) -> dict[str, str]:
     if not os.path.exists(BUSYBOX):
         raise setup.SetupMissing(f"{BUSYBOX} is missing; run: bin/lab setup")
     files["/bin/busybox"] = BUSYBOX
-    for b in HOST_BINARIES:
+    for b in HOST_BINARIES + HOST_DATA_FILES:
         if not os.path.exists(b):
             raise setup.SetupMissing(f"{b} is missing; run: bin/lab setup")
         files[b] = b

@@ -4,10 +4,11 @@ counters, the collection of a fake run's files, and exit codes."""
 import json
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from lab import bench, benchfile, guest_script, machines, paths, run, samples
+from lab import bench, benchfile, guest_script, image, machines, paths, run, samples
 
 LAB = str(paths.REPO / "bin" / "lab")
 
@@ -40,7 +41,8 @@ mean = "amean"
 
 def test_every_shipped_benchmark_loads():
     names = benchfile.known_benchmarks()
-    for must in ("hackbench", "netperf-stream", "netperf-rr", "wakelat", "memkern", "jbb2", "numa-residency"):
+    for must in ("hackbench", "hackbench-load", "netperf-stream", "netperf-rr", "tbench", "wakelat", "memkern", "jbb2",
+                 "numa-residency"):
         assert must in names
     assert "ablation" not in names
     for n in names:
@@ -231,6 +233,59 @@ def test_cache_benchmarks_sweep_pairs_and_instances():
     assert i.process_llc and [c.label for c in i.cases()] == ["pipe", "socket"]
     assert "-lt 2 ]" in i.cases()[0].command
     assert i.to_json()["process_llc"] is True
+
+
+GUEST_SH = image.BUSYBOX if Path(image.BUSYBOX).exists() else None  # the guest's shell (busybox-static)
+
+
+def run_case_shell(command: str, ncpus: int, fakes: str) -> str:
+    """A case's command in the guest's shell with nproc answering ncpus and the benchmark's programs replaced
+    by shell functions (fakes) that print their arguments."""
+    if GUEST_SH is None:
+        pytest.skip("busybox-static missing (bin/lab setup)")
+    script = f"nproc() {{ echo {ncpus}; }}; {fakes}\n{command}"
+    r = subprocess.run([GUEST_SH, "sh", "-c", script], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_hackbench_load_runs_the_load_times_the_cpus_as_tasks():
+    """hackbench-load: 2 tasks a group (-f 1), groups = load x CPUs / 2 (at least 1), the same messages a case."""
+    b = benchfile.load_benchmark("hackbench-load")
+    msgs = b.params["msgs"]
+    want = {8: {"0.25x": 2, "0.5x": 4, "1x": 8, "2x": 16, "4x": 32},
+            16: {"0.25x": 4, "0.5x": 8, "1x": 16, "2x": 32, "4x": 64},
+            4: {"0.25x": 2, "0.5x": 2, "1x": 4, "2x": 8, "4x": 16}}
+    assert len(b.cases()) == 20
+    for ncpus, tasks in want.items():
+        for c in b.cases():
+            mode, ipc, load = c.label.split("-")
+            args = run_case_shell(c.command, ncpus, 'hackbench() { echo "$@"; }').split()
+            opt = dict(zip(args[:-1], args[1:]))
+            assert opt["-f"] == "1" and 2 * int(opt["-g"]) == tasks[load], (ncpus, c.label, args)
+            g, loops = int(opt["-g"]), int(opt["-l"])
+            assert msgs - g < g * loops <= msgs
+            assert ("--threads" in args) == (mode == "thread") and ("--pipe" in args) == (ipc == "pipe")
+
+
+TBENCH_OUT = """Running for 10 seconds with load '/usr/share/dbench/client.txt' and minimum warmup 2 secs
+   8       119    41.70 MB/sec  warmup   1 sec  latency 88.911 ms
+   8       852    22.03 MB/sec  execute   3 sec  latency 95.102 ms
+   0  cleanup  11 sec
+Throughput 21.4848 MB/sec  8 clients  8 procs  max_latency=161.833 ms
+"""
+
+
+def test_tbench_clients_and_figure():
+    """tbench: clients 1x and 2x the CPUs against a local tbench_srv; the figure is the final throughput line,
+    not a per-second progress line."""
+    b = benchfile.load_benchmark("tbench")
+    fakes = 'tbench_srv() { :; }; sleep() { :; }; tbench() { echo "$@"; }'
+    got = {c.label: run_case_shell(c.command, 8, fakes).split() for c in b.cases()}
+    assert got == {"1x": ["-t", "10", "8", "127.0.0.1"], "2x": ["-t", "10", "16", "127.0.0.1"]}
+    fig = b.figures[0]
+    assert fig.higher_is_better and fig.mean == "hmean" and fig.parse(TBENCH_OUT) == 21.4848
+    assert fig.parse(TBENCH_OUT.replace("Throughput 21.4848", "Throughput 1.5e+03")) == 1500.0
 
 
 def test_topology_order_of_a_machine():
