@@ -23,6 +23,7 @@ run is refused before anything runs.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -306,20 +307,29 @@ def write_results(out: Path, results: dict) -> None:
 
 def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark],
               runs: int, out: Path, build: bool = True, command_line: str = "", stdout=sys.stdout,
-              session: host.Session | None = None, resume: dict | None = None) -> dict:
+              session: host.Session | None = None, resume: dict | None = None,
+              prepared: dict[str, str] | None = None, runs_total: int | None = None) -> dict:
     """The bench in guests of m, or with session (inside its with block) on this machine (m its HostMachine).
-    resume: an earlier results.json of the same plan (see resume_check); its runs are kept and the bench goes on
-    with the next run number, so the scheduler order keeps rotating as if it had never stopped."""
+    resume: an earlier results.json of the same plan (see load_resume); its runs are kept and the bench goes on
+    with the next run number, so the scheduler order keeps rotating as if it had never stopped.
+    prepared: the schedulers that cannot run ({label: reason}) when the caller built and checked them already
+    (bin/lab matrix); runs_total: the runs the caller means to reach in the end, for the report (default runs)."""
     def log(msg):
         print(msg, file=stdout, flush=True)
 
     out.mkdir(parents=True, exist_ok=True)
     topo = m.topology()
-    if session is None:
+    if prepared is not None:
+        failed = dict(prepared)
+    elif session is None:
         build_workloads(log)
         failed = prepare_schedulers(specs, build, log)
     else:
         failed = {}  # on the host, what cannot run was refused before (main), and built there
+    if resume is not None:  # the builds are known only now (run_bench may have built scx_locality)
+        why = resume_check(resume, specs, benches, m.name)
+        if why:
+            raise benchfile.BenchError(f"cannot resume {out}: {why}")
     runnable = [s for s in specs if s.label not in failed]
     place = session.place if session is not None else run.GUEST
     boot_est = 0.0 if session is not None else boot_estimate(m)
@@ -327,7 +337,7 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         "version": RESULTS_VERSION, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command_line,
         "machine": m.name, "machine_summary": m.summary().strip(), "nr_cpus": m.nr_cpus,
         "host": session is not None,  # bench --host: this machine itself, not a guest
-        "topology": topo.to_json(), "runs_requested": runs,
+        "topology": topo.to_json(), "runs_requested": runs_total or runs, "builds": build_ids(specs),
         "scheds": [{"label": s.label, "name": s.name, "args": s.args,
                     "prepare_error": failed.get(s.label)} for s in specs],
         "benchmarks": {b.name: b.to_json() for b in benches},
@@ -423,9 +433,41 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
     return results
 
 
+def build_ids(specs: list[run.SchedSpec]) -> dict[str, str]:
+    """What each scheduler ran as: the sha256 (16 hex digits) of scx_locality's binaries, a peer's crate version;
+    a resumed bench must not pool runs of another build."""
+    def digest(path: Path | None) -> str:
+        if path is None or not path.exists():
+            return "missing"
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+    out = {}
+    for s in specs:
+        if s.name == "scx_locality":
+            out[s.label] = digest(image.scheduler_binary())
+        elif s.name == image.BASELINE_NAME:
+            out[s.label] = digest(image.baseline_binary())
+        elif not s.is_eevdf:
+            e = peers.registry_peers().get(s.name, {})
+            out[s.label] = f"{e.get('crate', s.name)} {e.get('version', '')}".strip()
+    return out
+
+
+def load_resume(out: Path, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str) -> dict | None:
+    """out's results.json to go on with, None when there is none; raises BenchError when it is of another plan."""
+    p = out / "results.json"
+    if not p.exists():
+        return None
+    old = json.loads(p.read_text())
+    why = resume_check(old, specs, benches, machine)
+    if why:
+        raise benchfile.BenchError(f"cannot resume {out}: {why}")
+    return old
+
+
 def resume_check(old: dict, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str) -> str | None:
-    """None when the results.json `old` was made by the same plan (machine, schedulers, benchmarks and their
-    cases), else what differs: runs of another plan must not be pooled with new ones."""
+    """None when the results.json `old` was made by the same plan (machine, schedulers and their builds,
+    benchmarks and their cases), else what differs: runs of another plan must not be pooled with new ones."""
     if old.get("version") != RESULTS_VERSION:
         return f"it has results version {old.get('version')}, this lab writes {RESULTS_VERSION}"
     if old.get("machine") != machine:
@@ -433,6 +475,10 @@ def resume_check(old: dict, specs: list[run.SchedSpec], benches: list[benchfile.
     labels = [s["label"] for s in old.get("scheds", [])]
     if labels != [s.label for s in specs]:
         return f"its schedulers are {', '.join(labels)}, not {', '.join(s.label for s in specs)}"
+    now = build_ids(specs)
+    for label, was in (old.get("builds") or {}).items():
+        if now.get(label) != was:
+            return f"{label} was {was} there and is {now.get(label)} now (another build)"
     new = {b.name: b.to_json() for b in benches}
     for name in sorted(set(new) | set(old.get("benchmarks", {}))):
         a, b = old.get("benchmarks", {}).get(name), new.get(name)
@@ -531,11 +577,8 @@ def main(args) -> int:
     if args.resume:
         if not args.out:
             raise run.UsageError("--resume needs --out: the folder of the bench to go on with")
-        if (out / "results.json").exists():
-            resume = json.loads((out / "results.json").read_text())
-            why = resume_check(resume, specs, benches, m.name)
-            if why:
-                raise benchfile.BenchError(f"cannot resume {out}: {why}")
+        resume = load_resume(out, specs, benches, m.name)
+        if resume is not None:
             print(f"bench: resuming {out}: {len(resume['runs'])} of {args.runs} run(s) done", flush=True)
     elif (out / "results.json").exists() and not args.force:
         raise benchfile.BenchError(f"{out} already holds results.json; use another --out, --resume to go on with "

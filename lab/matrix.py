@@ -20,6 +20,7 @@ heatmap of every scheduler's difference to EEVDF. The same figures go to results
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import re
@@ -98,6 +99,7 @@ def load_plan(path: Path = MATRIX_FILE, quick: bool = False, only_machines: list
     n = runs if runs is not None else part.get("runs", data.get("runs", 5))
     if not isinstance(n, int) or not 1 <= n <= 100:
         raise MatrixError(f"runs {n!r} is out of range 1..100")
+    bench.parse_sched_list(",".join(sched_list), ablate=False)  # unknown or repeated schedulers fail here
     units = []
     for mname, mdef in table.items():
         if only_machines and mname not in only_machines:
@@ -109,12 +111,22 @@ def load_plan(path: Path = MATRIX_FILE, quick: bool = False, only_machines: list
             if only_benches and benchfile.parse_bench_spec(spec)[0] not in only_benches:
                 continue
             benchfile.load_benchmark(spec)  # a bad spec fails here too
-            units.append(Unit(mname, spec))
+            u = Unit(mname, spec)
+            if any(x.machine == mname and x.dirname == u.dirname for x in units):
+                raise MatrixError(f"{path}: machines.{mname}: {spec!r} is given twice (or names the same folder "
+                                  f"as another spec)")
+            units.append(u)
     if only_machines:
         unknown = sorted(set(only_machines) - set(table))
         if unknown:
             raise MatrixError(f"machine(s) {', '.join(unknown)} not in the {'quick ' if quick else ''}matrix; "
                               f"it has {', '.join(table)}")
+    if only_benches:
+        named = {benchfile.parse_bench_spec(u.spec)[0] for u in units}
+        unknown = sorted(set(only_benches) - named)
+        if unknown:
+            raise MatrixError(f"benchmark(s) {', '.join(unknown)} not in the {'quick ' if quick else ''}matrix"
+                              + (f" of {', '.join(only_machines)}" if only_machines else ""))
     if not units:
         raise MatrixError("the filters leave nothing to run")
     return Plan(scheds=sched_list, runs=n, units=units, quick=quick)
@@ -157,6 +169,11 @@ def plan_json(plan: Plan) -> dict:
             "units": [{"machine": u.machine, "spec": u.spec} for u in plan.units]}
 
 
+def same_plan(a: dict, b: dict) -> bool:
+    """Plans that may share a folder: all but the number of runs alike (a resume may ask for more runs)."""
+    return {k: v for k, v in a.items() if k != "runs"} == {k: v for k, v in b.items() if k != "runs"}
+
+
 def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str, resume: bool,
                stdout=sys.stdout) -> int:
     """Run what the plan still lacks in out, writing the page after every boot; the worst bench exit code."""
@@ -164,15 +181,23 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
         print(msg, file=stdout, flush=True)
 
     out.mkdir(parents=True, exist_ok=True)
+    lock = open(out / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise MatrixError(f"another bin/lab matrix is running in {out}") from None
     state = load_state(out)
+    if state and not state.get("boots") and not any(runs_done(out, u) for u in plan.units):
+        state = {}  # nothing ran there: a fresh start
     if state and not resume:
         raise MatrixError(f"{out} holds a matrix already; --resume goes on with it, or give another --out")
-    if state and state.get("plan") != plan_json(plan):
-        raise MatrixError(f"cannot resume {out}: it was made by another plan (machines, benchmarks, schedulers "
-                          f"or runs differ); give the command it was made with: {state.get('command')}")
+    if state and not same_plan(state.get("plan", {}), plan_json(plan)):
+        raise MatrixError(f"cannot resume {out}: it was made by another plan (machines, benchmarks or schedulers "
+                          f"differ); give the command it was made with: {state.get('command')}")
     if not state:
-        state = {"command": command_line, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "plan": plan_json(plan),
-                 "elapsed_s": 0.0, "boots": 0}
+        state = {"command": command_line, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "elapsed_s": 0.0,
+                 "boots": 0}
+    state["plan"] = plan_json(plan)
     save_state(out, state)
     specs = bench.parse_sched_list(",".join(plan.scheds), ablate=False)
     bench.build_workloads(log)
@@ -188,26 +213,23 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
         f"{bench.fmt_dur(total)}; output in {out}, page {page}")
     worst = run.EXIT_OK
     t0, done_est = time.monotonic(), 0.0
+    b0 = None
     try:
         for i, (r, u) in enumerate(todo):
             folder = u.folder(out)
             m = machines.load(u.machine)
             b = benchfile.load_benchmark(u.spec)
-            old = None
-            if (folder / "results.json").exists():
-                old = json.loads((folder / "results.json").read_text())
-                why = bench.resume_check(old, specs, [b], m.name)
-                if why:
-                    raise MatrixError(f"cannot resume {folder}: {why}")
+            old = bench.load_resume(folder, specs, [b], m.name)
             spent = time.monotonic() - t0
             eta = (total - done_est) * (min(max(spent / done_est, 0.3), 5.0) if done_est else 1.0)
             log(f"matrix [{bench.fmt_dur(spent)} elapsed, ETA {bench.fmt_dur(eta)}] boot {i + 1}/{len(todo)}: "
                 f"run {r}/{plan.runs} of {u.machine} {u.spec}")
             b0 = time.monotonic()
             results = bench.run_bench(m, specs, [b], r, folder, build=False, command_line=command_line,
-                                      stdout=stdout, resume=old)
+                                      stdout=stdout, resume=old, prepared=failed, runs_total=plan.runs)
             report.write_report(folder)
             state["elapsed_s"] += time.monotonic() - b0
+            b0 = None
             state["boots"] += 1
             save_state(out, state)
             done_est += est[u.spec + "@" + u.machine]
@@ -217,8 +239,12 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
                 worst = worst if worst != run.EXIT_OK else code
             write_page(out, page)
     finally:
+        if b0 is not None:  # the boot that was cut: its time was spent too
+            state["elapsed_s"] += time.monotonic() - b0
+            save_state(out, state)
         if todo:
             write_page(out, page)
+        lock.close()
     log(f"matrix: done; page {page}")
     return worst
 
@@ -381,7 +407,7 @@ def heatmap(rows: list[dict], labels: list[str], title: str, path: Path) -> Path
                 ax.text(j, i, f"{c['pct_vs_baseline']:+.0f}{'*' if c.get('significant') else ''}",
                         ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(range(len(rows)), [f"{r['bench']} {r['case']} {r['figure']}" for r in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [f"{r['spec']} {r['case']} {r['figure']}" for r in rows], fontsize=7)
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, label=f"% better than {BASELINE} (* p < {ALPHA})")
     fig.savefig(path, dpi=90)
@@ -431,9 +457,12 @@ TCG_NOTE = [
     "about 150 us), and they swing with the host's load: compare columns within one row (they ran interleaved in "
     "the same boots), not rows or pages.",
     "On real hardware: `bin/lab bench --host` runs the same benchmark files on the machine itself (root, a "
-    "sched_ext kernel, no other sched_ext scheduler loaded) and writes the same results.json; run it once per "
-    "benchmark of the matrix file and per machine. The page generator reads any folder laid out as "
-    "OUT/MACHINE/BENCH/results.json.",
+    "sched_ext kernel, no other sched_ext scheduler loaded) and writes the same results.json and report, one "
+    "benchmark folder at a time (`--bench` with the specs of the matrix file, `--sched` with its schedulers); "
+    "the matrix itself runs in QEMU guests only.",
+    f"Many rows and schedulers are tested at once, each at p < {ALPHA} with no correction: about one row in "
+    "forty is expected to be flagged in each direction by chance alone. The best peer of a row is chosen from "
+    "the same runs it is then compared with, which favours the peer.",
 ]
 
 
@@ -464,7 +493,8 @@ def write_page(out: Path, page: Path) -> Path:
              f"- figures per run, the schedulers' logs and per-benchmark reports with plots: the bench folders under "
              f"the matrix's output folder; every figure of this page is also in [{rel}/results.json]"
              f"({rel}/results.json)", ""]
-    lines += [f"{p}" for p in TCG_NOTE] + [""]
+    for p in TCG_NOTE:
+        lines += [p, ""]
     head = lines
     lines = []
     for mname in machines_order:
@@ -535,21 +565,10 @@ def write_page(out: Path, page: Path) -> Path:
             lines += ["", "### Cost of the decisions", "",
                       "BPF run time per call of each callback (the kernel's own per-program statistics, "
                       "kernel.bpf_stats_enabled = 1, read before and after each case), pooled over this machine's "
-                      "benchmarks and runs, with the lowest and highest run; the last row is all callbacks' time as "
-                      "a share of the CPUs. EEVDF runs no BPF. Guest times under TCG: compare columns, not with "
-                      "native figures.", "",
-                      "| callback: ns per call (lowest-highest run) | " + " | ".join(f"`{s}`" for s in cols) + " |",
-                      "|---|" + "---:|" * len(cols)]
-            for cb in [c for c in report.BPF_COST_MAIN[:4] if any(c in cost[s]["cb"] for s in cols)]:
-                cells = []
-                for s in cols:
-                    a = cost[s]["cb"].get(cb)
-                    cells.append(f"{a['ns'] / a['calls']:,.0f} ({min(a['per_run']):,.0f}-{max(a['per_run']):,.0f})"
-                                 if a and a["calls"] else "")
-                lines.append(f"| {cb} | " + " | ".join(cells) + " |")
-            lines.append("| all callbacks: share of the CPUs | " +
-                         " | ".join(_fmt_pct(cost[s]['cpu_share']) if cost[s]['cpu_share'] is None
-                                    else f"{cost[s]['cpu_share']:.2f}%" for s in cols) + " |")
+                      "benchmarks and runs; the range is the lowest and highest of one benchmark's run; calls per "
+                      "second of case run time; the last row is all callbacks' time as a share of the CPUs. EEVDF "
+                      "runs no BPF. Guest times under TCG: compare columns, not with native figures.", "",
+                      report.bpf_cost_table(cols, cost)]
         lines.append("")
         data["machines"][mname] = mdata
     page.parent.mkdir(parents=True, exist_ok=True)

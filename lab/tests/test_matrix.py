@@ -67,8 +67,10 @@ def test_plan_filters_and_errors(tmp_path):
     assert matrix.load_plan(p, runs=4).runs == 4
     with pytest.raises(matrix.MatrixError, match="not in the matrix"):
         matrix.load_plan(p, only_machines=["haswell2s"])
-    with pytest.raises(matrix.MatrixError, match="nothing to run"):
-        matrix.load_plan(p, only_benches=["wakelat"])
+    with pytest.raises(matrix.MatrixError, match="wakelat not in the matrix"):
+        matrix.load_plan(p, only_benches=["wakelat", "hackbench"])
+    with pytest.raises(run.UsageError, match="given twice"):
+        matrix.load_plan(write_plan(tmp_path, scheds='["eevdf", "scx_p2dq", "scx_p2dq"]'))
     with pytest.raises(matrix.MatrixError, match="first scheduler must be eevdf"):
         matrix.load_plan(write_plan(tmp_path, scheds='["scx_locality", "eevdf"]'))
     assert matrix.Unit("numa2", "hackbench:groups=1/4").dirname == "hackbench_groups=1-4"
@@ -85,8 +87,8 @@ def test_run_major_order_interrupt_and_resume(tmp_path, fake):
     with pytest.raises(matrix.MatrixError, match="--resume"):
         matrix.run_matrix(plan, out, page, build=False, command_line="cmd", resume=False)
     with pytest.raises(matrix.MatrixError, match="another plan"):
-        matrix.run_matrix(matrix.load_plan(write_plan(tmp_path), runs=3), out, page, build=False,
-                          command_line="cmd", resume=True)
+        matrix.run_matrix(matrix.load_plan(write_plan(tmp_path), scheds=["eevdf", "scx_locality"]), out, page,
+                          build=False, command_line="cmd", resume=True)
     fake.fail_on_call = None
     assert matrix.run_matrix(plan, out, page, build=False, command_line="cmd2", resume=True) == run.EXIT_OK
     assert len(fake.calls) == 5  # 3 before (the last interrupted), 2 after: nothing run twice
@@ -96,6 +98,10 @@ def test_run_major_order_interrupt_and_resume(tmp_path, fake):
                                                 ["scx_locality", "scx_p2dq", "eevdf"]]  # rotation went on
     state = matrix.load_state(out)
     assert state["boots"] == 4 and state["command"] == "cmd"
+    assert res["runs_requested"] == 2 and "scx_p2dq" in res["builds"]
+    matrix.run_matrix(matrix.load_plan(write_plan(tmp_path), runs=3), out, page, build=False, command_line="c",
+                      resume=True)  # more runs for a finished matrix: only the third run of each folder
+    assert len(fake.calls) == 7 and [matrix.runs_done(out, u) for u in plan.units] == [3, 3]
 
 
 def test_page_flags_significance_best_and_best_peer(tmp_path, fake):
@@ -134,5 +140,8 @@ def test_bench_resume_check_refuses_another_plan(tmp_path, fake):
     assert "machine" in bench.resume_check(res, specs, [b], "numaq4")
     assert "schedulers" in bench.resume_check(res, specs[:1], [b], "numa2")
     assert "other cases" in bench.resume_check(res, specs, [benchfile.load_benchmark(SPEC_A + ":loops=7")], "numa2")
+    other = json.loads(json.dumps(res))
+    other["builds"]["scx_locality"] = "0123456789abcdef"
+    assert "another build" in bench.resume_check(other, specs, [b], "numa2")
     res2 = bench.run_bench(m, specs, [b], 3, tmp_path / "b", build=False, resume=res)
     assert [r["run"] for r in res2["runs"]] == [1, 2, 3]
