@@ -533,8 +533,10 @@ def write_page(out: Path, page: Path) -> Path:
                 lines.append(f"| {r['spec']} | {r['case']} | {r['figure']}{unit} | " +
                              " | ".join(_cell(r, s) for s in labels) + f" | {_vs_peer(r)} |")
         mdata["figures"] = all_rows
-        n_runs = sorted({c["n"] for r in all_rows for c in r["cells"].values()})
-        lines += ["", f"Runs per cell: {', '.join(map(str, n_runs)) or 'none'}.", ""]
+        n_runs = sorted({c["n"] for r in all_rows for c in r["cells"].values() if c["n"]})
+        lines += ["", f"Runs per cell: {', '.join(map(str, n_runs)) or 'none'}"
+                  + ("; n/a where a scheduler has no value (see above)." if any(
+                      not c["n"] for r in all_rows for c in r["cells"].values()) else "."), ""]
         png = heatmap(all_rows, labels, f"{mname}: percent better than {BASELINE}", assets / f"{mname}.png")
         if png:
             lines += [f"![{mname}: every scheduler against {BASELINE}]({rel}/{png.name})", ""]
