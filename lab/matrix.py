@@ -481,7 +481,8 @@ def write_page(out: Path, page: Path) -> Path:
     rel = assets.name
     lines = ["# Results: scx_locality against EEVDF and the published sched_ext schedulers", "",
              f"- command: `{state.get('command', '')}`; started {state.get('started')}; "
-             f"{state.get('boots', 0)} boots, {bench.fmt_dur(state.get('elapsed_s') or 0)} of lab time so far",
+             f"{state.get('boots', 0)} boots, {bench.fmt_dur(state.get('elapsed_s') or 0)} of lab time"
+             + ("" if all(runs_done(out, u) >= (plan.get("runs") or 0) for u in units) else " so far (unfinished)"),
              f"- schedulers: {', '.join(f'`{s}`' for s in labels)}; baseline `{BASELINE}`",
              f"- runs: {plan.get('runs')} requested per benchmark (one boot each, all schedulers interleaved in it, "
              "the order rotated per run); each cell says how many it has",
