@@ -326,8 +326,9 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         failed = prepare_schedulers(specs, build, log)
     else:
         failed = {}  # on the host, what cannot run was refused before (main), and built there
-    if resume is not None:  # the builds are known only now (run_bench may have built scx_locality)
-        why = resume_check(resume, specs, benches, m.name)
+    builds = build_ids(specs)  # known only now: this may have built scx_locality
+    if resume is not None:
+        why = resume_check(resume, specs, benches, m.name, builds)
         if why:
             raise benchfile.BenchError(f"cannot resume {out}: {why}")
     runnable = [s for s in specs if s.label not in failed]
@@ -337,7 +338,7 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         "version": RESULTS_VERSION, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "command": command_line,
         "machine": m.name, "machine_summary": m.summary().strip(), "nr_cpus": m.nr_cpus,
         "host": session is not None,  # bench --host: this machine itself, not a guest
-        "topology": topo.to_json(), "runs_requested": runs_total or runs, "builds": build_ids(specs),
+        "topology": topo.to_json(), "runs_requested": runs_total or runs, "builds": builds,
         "scheds": [{"label": s.label, "name": s.name, "args": s.args,
                     "prepare_error": failed.get(s.label)} for s in specs],
         "benchmarks": {b.name: b.to_json() for b in benches},
@@ -453,21 +454,28 @@ def build_ids(specs: list[run.SchedSpec]) -> dict[str, str]:
     return out
 
 
+def read_results(out: Path) -> dict | None:
+    """out's results.json, None when there is none."""
+    p = out / "results.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
 def load_resume(out: Path, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str) -> dict | None:
     """out's results.json to go on with, None when there is none; raises BenchError when it is of another plan."""
-    p = out / "results.json"
-    if not p.exists():
+    old = read_results(out)
+    if old is None:
         return None
-    old = json.loads(p.read_text())
     why = resume_check(old, specs, benches, machine)
     if why:
         raise benchfile.BenchError(f"cannot resume {out}: {why}")
     return old
 
 
-def resume_check(old: dict, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str) -> str | None:
+def resume_check(old: dict, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str,
+                 builds: dict[str, str] | None = None) -> str | None:
     """None when the results.json `old` was made by the same plan (machine, schedulers and their builds,
-    benchmarks and their cases), else what differs: runs of another plan must not be pooled with new ones."""
+    benchmarks and their cases), else what differs: runs of another plan must not be pooled with new ones.
+    builds: build_ids(specs) when the caller has it already."""
     if old.get("version") != RESULTS_VERSION:
         return f"it has results version {old.get('version')}, this lab writes {RESULTS_VERSION}"
     if old.get("machine") != machine:
@@ -475,7 +483,7 @@ def resume_check(old: dict, specs: list[run.SchedSpec], benches: list[benchfile.
     labels = [s["label"] for s in old.get("scheds", [])]
     if labels != [s.label for s in specs]:
         return f"its schedulers are {', '.join(labels)}, not {', '.join(s.label for s in specs)}"
-    now = build_ids(specs)
+    now = builds if builds is not None else build_ids(specs)
     for label, was in (old.get("builds") or {}).items():
         if now.get(label) != was:
             return f"{label} was {was} there and is {now.get(label)} now (another build)"

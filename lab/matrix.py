@@ -44,7 +44,7 @@ class MatrixError(run.UsageError):
     pass
 
 
-@dataclass
+@dataclass(frozen=True)
 class Unit:
     """One bench folder of the matrix: one benchmark spec on one machine."""
     machine: str
@@ -144,11 +144,8 @@ def unit_estimate(unit: Unit, specs: list[run.SchedSpec]) -> float:
 
 
 def runs_done(out: Path, unit: Unit) -> int:
-    p = unit.folder(out) / "results.json"
-    if not p.exists():
-        return 0
     try:
-        return len(json.loads(p.read_text()).get("runs", []))
+        return len((bench.read_results(unit.folder(out)) or {}).get("runs", []))
     except (OSError, json.JSONDecodeError):
         return 0
 
@@ -205,9 +202,9 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
     for label, reason in failed.items():
         log(f"matrix: {label} cannot run, its columns will say so: {reason}")
     runnable = [s for s in specs if s.label not in failed]
-    est = {u.spec + "@" + u.machine: unit_estimate(u, runnable) for u in plan.units}
+    est = {u: unit_estimate(u, runnable) for u in plan.units}
     todo = [(r, u) for r in range(1, plan.runs + 1) for u in plan.units if runs_done(out, u) < r]
-    total = sum(est[u.spec + "@" + u.machine] for _r, u in todo)
+    total = sum(est[u] for _r, u in todo)
     log(f"matrix: {len(plan.units)} benchmark folders on {len(plan.machines())} machine(s) x "
         f"{len(plan.scheds)} schedulers x {plan.runs} runs; {len(todo)} boot(s) to go, estimated "
         f"{bench.fmt_dur(total)}; output in {out}, page {page}")
@@ -219,7 +216,7 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
             folder = u.folder(out)
             m = machines.load(u.machine)
             b = benchfile.load_benchmark(u.spec)
-            old = bench.load_resume(folder, specs, [b], m.name)
+            old = bench.read_results(folder)  # run_bench refuses it if it is of another plan or build
             spent = time.monotonic() - t0
             eta = (total - done_est) * (min(max(spent / done_est, 0.3), 5.0) if done_est else 1.0)
             log(f"matrix [{bench.fmt_dur(spent)} elapsed, ETA {bench.fmt_dur(eta)}] boot {i + 1}/{len(todo)}: "
@@ -232,7 +229,7 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
             b0 = None
             state["boots"] += 1
             save_state(out, state)
-            done_est += est[u.spec + "@" + u.machine]
+            done_est += est[u]
             code = bench.exit_code(results)
             if code != run.EXIT_OK:
                 log(f"matrix: {u.machine} {u.spec} run {r}: exit {code} (see {folder}/report.md); going on")
@@ -378,43 +375,6 @@ def _vs_peer(row: dict) -> str:
     return f"{v['pct']:+.0f}%{'*' if v['significant'] else ''} vs {v['peer']} (p {p})"
 
 
-def heatmap(rows: list[dict], labels: list[str], title: str, path: Path) -> Path | None:
-    """Rows x schedulers, colour = percent better than EEVDF (clipped to +-50), * where p < ALPHA."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    cols = labels[1:]
-    rows = [r for r in rows if any(r["cells"][s].get("pct_vs_baseline") is not None for s in cols)]
-    if not rows or not cols:
-        return None
-    mat = np.full((len(rows), len(cols)), np.nan)
-    for i, r in enumerate(rows):
-        for j, s in enumerate(cols):
-            v = r["cells"][s].get("pct_vs_baseline")
-            if v is not None:
-                mat[i, j] = max(-50.0, min(50.0, v))
-    fig, ax = plt.subplots(figsize=(1.3 * len(cols) + 4.5, 0.28 * len(rows) + 1.6), layout="constrained")
-    cmap = plt.get_cmap("RdYlGn").copy()
-    cmap.set_bad("#dddddd")
-    im = ax.imshow(mat, cmap=cmap, vmin=-50, vmax=50, aspect="auto")
-    for i, r in enumerate(rows):
-        for j, s in enumerate(cols):
-            c = r["cells"][s]
-            if c.get("pct_vs_baseline") is not None:
-                ax.text(j, i, f"{c['pct_vs_baseline']:+.0f}{'*' if c.get('significant') else ''}",
-                        ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(range(len(rows)), [f"{r['spec']} {r['case']} {r['figure']}" for r in rows], fontsize=7)
-    ax.set_title(title, fontsize=9)
-    fig.colorbar(im, ax=ax, label=f"% better than {BASELINE} (* p < {ALPHA})")
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
-
-
 def overview(data: dict, labels: list[str]) -> list[str]:
     """One line per machine: how scx_locality's rows compare with EEVDF's and the best peer's, and how local."""
     ours = next((s for s in labels if _family(s) == OURS), None)
@@ -468,6 +428,8 @@ TCG_NOTE = [
 
 def write_page(out: Path, page: Path) -> Path:
     """results.md at page, results.json and the PNGs in the folder beside it (page without .md)."""
+    from . import plots  # matplotlib: only when a page is written
+
     state = load_state(out)
     plan = state.get("plan") or {}
     labels = plan.get("scheds") or []
@@ -538,7 +500,8 @@ def write_page(out: Path, page: Path) -> Path:
         lines += ["", f"Runs per cell: {', '.join(map(str, n_runs)) or 'none'}"
                   + ("; n/a where a scheduler has no value (see above)." if any(
                       not c["n"] for r in all_rows for c in r["cells"].values()) else "."), ""]
-        png = heatmap(all_rows, labels, f"{mname}: percent better than {BASELINE}", assets / f"{mname}.png")
+        png = plots.scheduler_heatmap(all_rows, labels, f"{mname}: percent better than {BASELINE}",
+                                      assets / f"{mname}.png", ALPHA)
         if png:
             lines += [f"![{mname}: every scheduler against {BASELINE}]({rel}/{png.name})", ""]
         lines += ["### Placement", "",

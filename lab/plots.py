@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """PNGs of the bench report (matplotlib, Agg backend): per-CPU utilisation over time with the CPUs ordered by
-node, LLC and core, and the job x node residency matrix of residency benchmarks."""
+node, LLC and core, the job x node residency matrix of residency benchmarks, and the results page's heatmap of
+every scheduler against the baseline (bin/lab matrix)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -153,5 +154,38 @@ def residency_heatmap(results: dict, out: Path, bench: str) -> Path | None:
         fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, pad=0.02, label="% of samples")
     path = out / f"residency-{bench}.png"
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def scheduler_heatmap(rows: list[dict], labels: list[str], title: str, path: Path,
+                      alpha: float) -> Path | None:
+    """The results page's rows (lab/matrix.py figure_rows) x schedulers but the first (the baseline): colour =
+    percent better than the baseline, clipped to +-50; * where the t-test gave p < alpha."""
+    cols = labels[1:]
+    rows = [r for r in rows if any(r["cells"][s].get("pct_vs_baseline") is not None for s in cols)]
+    if not rows or not cols:
+        return None
+    mat = np.full((len(rows), len(cols)), np.nan)
+    for i, r in enumerate(rows):
+        for j, s in enumerate(cols):
+            v = r["cells"][s].get("pct_vs_baseline")
+            if v is not None:
+                mat[i, j] = max(-50.0, min(50.0, v))
+    fig, ax = plt.subplots(figsize=(1.3 * len(cols) + 4.5, 0.28 * len(rows) + 1.6), layout="constrained")
+    cmap = plt.get_cmap("RdYlGn").copy()
+    cmap.set_bad("#dddddd")
+    im = ax.imshow(mat, cmap=cmap, vmin=-50, vmax=50, aspect="auto")
+    for i, r in enumerate(rows):
+        for j, s in enumerate(cols):
+            c = r["cells"][s]
+            if c.get("pct_vs_baseline") is not None:
+                ax.text(j, i, f"{c['pct_vs_baseline']:+.0f}{'*' if c.get('significant') else ''}",
+                        ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), [f"{r['spec']} {r['case']} {r['figure']}" for r in rows], fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, label=f"% better than {labels[0]} (* p < {alpha})")
+    fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

@@ -128,9 +128,9 @@ def test_exec_placement_spreads_programs_numaq4():
     exec'd from one shell on numaq4 (4 nodes x 2 CPUs), each one's node a second later, in three rounds per boot.
     Measured one per node in 19 of 21 rounds (docs/decisions.md); each miss had two on one node and a node empty,
     and nothing corrects that afterwards (two CPU-bound tasks on a 2-CPU node are within the NUMA allowance). So
-    the test asks what holds every boot: one per node in at least one round, and never fewer than 3 nodes. A placement that did nothing leaves them where the fork push put them. The same under
-    --exec-placement=allowance (today's kernel rule) runs in the same boot and is printed, not asserted: it spread
-    the four in 3 of 8 boots."""
+    the test asks what holds every boot: one per node in at least one round, and never fewer than 3 nodes. A
+    placement that did nothing leaves them where the fork push put them. The same under --exec-placement=allowance
+    (today's kernel rule) runs in the same boot and is printed, not asserted: it spread the four in 3 of 8 boots."""
     m = machines.load("numaq4")
     rounds = "; ".join(f"echo 'execspread-round: {r}'; {EXEC_SPREAD}" for r in (1, 2, 3))
     steps = [run.Step(run.parse_sched(s), f"echo 'execspread-step: {s}'; {rounds}", timeout_s=60)
