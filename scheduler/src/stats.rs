@@ -497,13 +497,14 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  steal  smt={} llc={} node={} remote={} offline={} kicks={}",
+            "  steal  smt={} llc={} node={} remote={} offline={} kicks={} handoffs={}",
             self.steal_smt,
             self.steal_llc,
             self.steal_node,
             self.steal_remote,
             self.steal_offline,
-            self.kick_stealer
+            self.kick_stealer,
+            self.enq_handoff
         )?;
         writeln!(
             w,
@@ -1058,7 +1059,7 @@ mod tests {
         let want = "\
 [scx_locality] test
   pick   prev_core=1000000 llc_core=2000000 llc_cpu=3000000 node_cpu=4000000 other=5000000 none=6000000 affine=7000000 (wide 8000000)
-  steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000
+  steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000 handoffs=75000000
   migr   cross_llc=14000000 cross_node=15000000  idle_while_queued llc=16.0ms node=17.0ms (24000000 samples, timer 25.0ms, 26000000 stretched)
   queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=65000000 idle_claim_lost=66000000
   numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 claim_lost=69000000 task_recent=42000000 follow_refused=43000000 (overload 67000000 partners 68000000) settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000

@@ -355,6 +355,29 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 		stat_inc(STAT_ENQ_FALLBACK);
 	}
 
+	idle = scx_bpf_get_idle_cpumask();
+	is_idle = bpf_cpumask_test_cpu(cpu, idle);
+	scx_bpf_put_idle_cpumask(idle);
+
+	/*
+	 * About to queue behind a running task: if a CPU nearby is idle,
+	 * the task goes straight to it instead (pull.bpf.c). Not the only
+	 * task of its CPU put back (SCX_ENQ_LAST, below): that CPU is free.
+	 */
+	if (!claimed && !is_idle && p->nr_cpus_allowed > 1 &&
+	    !(enq_flags & SCX_ENQ_LAST)) {
+		s32 t = pull_claim_near(p, cpu);
+
+		if (t >= 0) {
+			place_vtime(tctx, t);
+			if (tctx)
+				tctx->queued_at = scx_bpf_now();
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | t, slice_ns, enq_flags);
+			kick_cpu(t, SCX_KICK_IDLE);
+			return;
+		}
+	}
+
 	vtime = place_vtime(tctx, cpu);
 	if (tctx)
 		tctx->queued_at = scx_bpf_now();
@@ -387,10 +410,6 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	if (cpu != (s32)bpf_get_smp_processor_id())
 		kick_cpu(cpu, SCX_KICK_IDLE);
-
-	idle = scx_bpf_get_idle_cpumask();
-	is_idle = bpf_cpumask_test_cpu(cpu, idle);
-	scx_bpf_put_idle_cpumask(idle);
 
 	if (!is_idle && (enq_flags & SCX_ENQ_WAKEUP))
 		wake_preempt(p, tctx, cpu, vtime);

@@ -23,10 +23,14 @@
  * first CPU of the list. Loops are bounded by the list lengths (at most
  * MAX_CPUS) and by STEAL_SCAN_MAX tasks per victim DSQ.
  *
- * The other half of pulling is waking a stealer: an idle CPU runs
- * ops.dispatch only when something wakes it. When ops.enqueue queues a task
- * behind a running one it calls pull_kick_stealer(), which claims one idle
- * CPU allowed for the task in the victim's LLC (else node) and kicks it.
+ * The other half of pulling is at enqueue: an idle CPU runs ops.dispatch
+ * only when something wakes it. When ops.enqueue is about to queue a task
+ * behind a running one, pull_claim_near() claims an idle CPU allowed for
+ * the task in the victim's LLC (else node) and the task goes straight to
+ * it: one wake-up, where queuing it and kicking a stealer would cost a
+ * wake-up, a steal scan and a move between DSQs. Only when none is idle is
+ * the task queued, and pull_kick_stealer() may still wake a CPU of another
+ * node under NUMA rule 7.
  *
  * Origin: the stealing half of Steve Sistare's 2018 CFS rework (steal a task
  * from an overloaded CPU of the same LLC when going idle, found through a
@@ -37,17 +41,22 @@
  * Cache-aware (cache.bpf.c): between levels 2 and 3 an aggregation level
  * steals tasks of the node's other LLCs whose process prefers this CPU's
  * LLC (gate "into"); levels 3 and 5 skip tasks whose preferred LLC is the
- * victim's while the gate "out" forbids leaving it; pull_kick_stealer()
- * wakes an idle CPU of the task's preferred LLC first.
+ * victim's while the gate "out" forbids leaving it; with cache-aware on,
+ * ops.enqueue does not hand tasks over (pull_claim_near()) and
+ * pull_kick_stealer() wakes a stealer instead, of the task's preferred LLC
+ * first.
  *
- * Knobs: no_steal disables levels 1-3 and 5 and the stealer kick (level 4
- * stays: it is about correctness, not balance); steal_cross_node (off
- * mode) and the NUMA budget feed numa_may_steal_across().
- * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_KICK_STEALER.
+ * Knobs: no_steal disables levels 1-3 and 5, the hand-over at enqueue and
+ * the stealer kick (level 4 stays: it is about correctness, not balance);
+ * steal_cross_node (off mode) and the NUMA budget feed
+ * numa_may_steal_across().
+ * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_ENQ_HANDOFF,
+ * STAT_KICK_STEALER.
  */
 
 #include "locality.bpf.h"
 #include "pull.bpf.h"
+#include "idle.bpf.h"
 #include "cache.bpf.h"
 #include "home.bpf.h"
 #include "numa.bpf.h"
@@ -237,19 +246,28 @@ static bool steal_list(s32 cpu, u32 start, u32 end, u32 mode,
 	return false;
 }
 
+/*
+ * The policy is asked only once a CPU of another node advertises queued
+ * work: most dispatches find none, and the policy's node figures cost more
+ * to read than the overloaded[] bytes.
+ */
 static bool steal_remote(s32 cpu, u32 min_queued)
 {
 	u32 c = cpu & CPU_MASK, i, rot;
+	bool asked = false;
 
-	if (!numa_steal_open(cpu))
-		return false;
 	rot = rotor_next(cpu);
 	bpf_for(i, 0, nr_cpus) {
 		u32 v = ((rot + i) % nr_cpus) & CPU_MASK, why;
 		bool stole;
 
-		if (cpu_node[v] == cpu_node[c])
+		if (cpu_node[v] == cpu_node[c] || !overloaded[v])
 			continue;
+		if (!asked) {
+			if (!numa_steal_open(cpu))
+				return false;
+			asked = true;
+		}
 		why = numa_may_steal_across(cpu, v);
 		if (why == NUMA_STEAL_NO)
 			continue;
@@ -321,8 +339,41 @@ __hidden bool pull_steal(s32 cpu, bool prev_runnable)
 }
 
 /*
- * @p was just queued on busy @victim: wake one idle CPU nearby that may run
- * it, so that CPU's ops.dispatch pulls it instead of it waiting a slice.
+ * @p is about to be queued behind the task running on @victim: claim an
+ * idle CPU allowed for it in the victim's LLC, else in its node, for
+ * ops.enqueue to hand @p to; or -1. Such a CPU went idle after the
+ * wake-up's own search, or @p comes back from its slice, which searched
+ * nothing. -1 with cache-aware scheduling, whose gates decide who pulls a
+ * task (pull_kick_stealer()).
+ */
+__hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim)
+{
+	u32 v = victim & CPU_MASK, l = cpu_llc[v], n = cpu_node[v];
+	s32 cpu;
+
+	if (no_steal || cache_aware)
+		return -1;
+	cpu = idle_pick_llc(p, l, false);
+	if (cpu >= 0) {
+		stat_inc(STAT_ENQ_HANDOFF);
+		return cpu;
+	}
+	if (node_nr_cpus(n) > llc_nr_cpus(l)) {
+		cpu = idle_pick_node(p, n, l);
+		if (cpu >= 0) {
+			stat_inc(STAT_ENQ_HANDOFF);
+			/* a move to another LLC: explain names its rule */
+			decide_why(task_ctx(p), STAT_ENQ_HANDOFF);
+		}
+	}
+	return cpu;
+}
+
+/*
+ * @p was just queued on busy @victim: wake one idle CPU that may run it,
+ * so that CPU's ops.dispatch pulls it instead of it waiting a slice. With
+ * cache-aware scheduling off, pull_claim_near() has just found none in the
+ * victim's LLC and node: only NUMA rule 7 is left.
  */
 __hidden void pull_kick_stealer(struct task_struct *p __arg_trusted, s32 victim)
 {
@@ -330,16 +381,18 @@ __hidden void pull_kick_stealer(struct task_struct *p __arg_trusted, s32 victim)
 
 	if (no_steal)
 		return;
-	/* cache-aware: queued outside its preferred LLC, wake a CPU there */
-	if (cache_kick_pref(p, victim))
-		return;
-	if (kick_idle_in(p, llc_cpumask(cpu_llc[v])))
-		return;
-	/* in its preferred LLC, which the gate "out" does not let it leave: only that LLC pulls it */
-	if (cache_keep(p, cpu_llc[v], -1))
-		return;
-	if (kick_idle_in(p, node_cpumask(cpu_node[v])))
-		return;
+	if (cache_aware) {
+		/* queued outside its preferred LLC: wake a CPU there */
+		if (cache_kick_pref(p, victim))
+			return;
+		if (kick_idle_in(p, llc_cpumask(cpu_llc[v])))
+			return;
+		/* in its preferred LLC, which the gate "out" does not let it leave: only that LLC pulls it */
+		if (cache_keep(p, cpu_llc[v], -1))
+			return;
+		if (kick_idle_in(p, node_cpumask(cpu_node[v])))
+			return;
+	}
 	/* NUMA rule 7: an overloaded node may be helped from another one */
 	if (numa_mode != NUMA_OFF && numa_node_overloaded(cpu_node[v], 0))
 		kick_idle_in(p, online_cpumask());

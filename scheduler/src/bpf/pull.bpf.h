@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * pull.bpf.h - dispatch-time stealing and stealer kicks (pull.bpf.c).
+ * pull.bpf.h - dispatch-time stealing, the hand-over at enqueue and
+ * stealer kicks (pull.bpf.c).
  */
 #ifndef __LOCALITY_PULL_BPF_H
 #define __LOCALITY_PULL_BPF_H
@@ -8,6 +9,7 @@
 #include "locality.bpf.h"
 
 bool pull_steal(s32 cpu, bool prev_runnable);
+s32 pull_claim_near(struct task_struct *p, s32 victim);
 void pull_kick_stealer(struct task_struct *p, s32 victim);
 void pull_kick_any_near(s32 victim);
 

@@ -123,3 +123,6 @@ LOC_STAT(DECIDE_DROP_RATE, decide_dropped_rate, CNT, "decision records not writt
 LOC_STAT(DECIDE_DROP_FULL, decide_dropped_full, CNT, "decision records not written: ring buffer full")
 LOC_STAT(DECIDE_TIMED, decide_timed, CNT, "decision record calls timed (one in 16, dropped or written)")
 LOC_STAT(DECIDE_TIMED_NS, decide_timed_ms, NS, "time spent in the timed decision record calls")
+
+/* ops.enqueue: a task about to queue behind a running one, handed to an idle CPU nearby (pull_claim_near() in pull.bpf.c) */
+LOC_STAT(ENQ_HANDOFF, enq_handoff, CNT, "enqueue: handed to an idle CPU of the LLC or node instead of queuing")
