@@ -33,7 +33,8 @@ def test_soak_fast_numa2():
 
 def test_steal_switch_on_haswell2s():
     """With stealing the pull side moves work (SMT sibling or LLC first; across nodes only within the budget
-    the NUMA balance pass granted, or from a node that is overloaded: rule 7); with --no-steal it moves none.
+    the NUMA balance pass granted, or from a node that is overloaded: rule 7); with --no-steal it moves none,
+    neither by stealing nor by handing a task over at enqueue.
     Both detach cleanly after hackbench."""
     m = machines.load("haswell2s")
     steps = [run.Step(run.parse_sched("scx_locality"), "hackbench -p -g 2 -l 300"),
@@ -45,6 +46,7 @@ def test_steal_switch_on_haswell2s():
     assert on["steal_remote"] == on["xnode_steal_balance"] + on["xnode_steal_overload"]
     assert on["xnode_steal_balance"] <= on["numa_budget"]
     assert off["steal_smt"] + off["steal_llc"] + off["steal_node"] + off["steal_remote"] == 0
+    assert off["enq_handoff"] == 0 and off["kick_stealer"] == 0
     for st in res.steps:
         assert st.sched_exit_kind == "unregistered from user space"
 
