@@ -10,8 +10,9 @@ the runs, prepares the schedulers and workloads, shows the progress and collects
 One run is one boot. Its steps are (benchmark, scheduler) pairs: for each benchmark every scheduler in turn,
 with the schedulers' order rotated from run to run so that none always goes first. Each case runs under
 workloads/locsample, which records where the benchmark's tasks ran (last CPU of every task every 100 ms,
-se.nr_migrations, per-CPU /proc/stat every 500 ms) and sends that to the host with the output. A benchmark
-with `colocation_tasks = N` also gets locsample's per-tick record (-k, PREFIX.ticks), from which the bench
+se.nr_migrations, per-CPU /proc/stat every 500 ms; per CPU idle time and run-queue wait every 100 ms or more,
+from which the bench bounds the idle time while tasks waited) and sends that to the host with the output. A
+benchmark with `colocation_tasks = N` also gets locsample's per-tick record (-k, PREFIX.ticks), from which the bench
 derives co-location: the share of samples at which its N busiest tasks were all on one node / one LLC.
 
 Everything lands in --out DIR: results.json (every raw figure, per run, step and case, plus locality
@@ -251,7 +252,7 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
         c = {"case": case.id, "label": case.label, "params": case.params, "status": "not-run", "rc": None,
              "error": None, "elapsed_s": None, "figures": {f.name: None for f in figures},
              "locality": None, "residency": None, "colocation": None, "process_llc": None, "bpf_cost": None,
-             "files": {}}
+             "idle_queued": None, "files": {}}
         for kind in ("out", "tasks", "cpu", "ticks", "bpf"):
             src = result.files.get(f"{tag}.{kind}")
             if src and Path(src).exists():
@@ -272,7 +273,11 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
             if "tasks" in c["files"] else samples.parse_tasks("")
         if meta["elapsed_ms"] is not None:
             c["elapsed_s"] = round(meta["elapsed_ms"] / 1000.0, 3)
-        c["sampler"] = {"ticks": meta["ticks"], "busy_ms": meta["busy_ms"]}
+        c["sampler"] = {"ticks": meta["ticks"], "busy_ms": meta["busy_ms"], "stat_samples": meta["stat_samples"],
+                        "stat_us": meta["stat_us"], "rq_ms": meta["rq_ms"]}
+        if "cpu" in c["files"]:
+            c["idle_queued"] = samples.idle_while_queued(
+                samples.parse_rq((out / c["files"]["cpu"]).read_text(errors="replace")), topo)
         if c["rc"] == 0:
             c["figures"] = {f.name: f.parse(text) for f in figures}
             missing = [k for k, v in c["figures"].items() if v is None]

@@ -188,18 +188,17 @@ def locality_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
                     for c in st["cases"]:
                         smp = c.get("sampler") or {}
                         if smp.get("busy_ms") is not None and c.get("elapsed_s"):
-                            busy_ms += smp["busy_ms"]
+                            busy_ms += smp["busy_ms"] + (smp.get("stat_us") or 0) / 1000.0
                             elapsed_ms += 1000.0 * c["elapsed_s"]
+                iwq = [c["idle_queued"] for c in st["cases"] if c.get("idle_queued")]
+                if iwq:
+                    iwq_llc.append(sum(x["llc_ms"] for x in iwq))
+                    iwq_node.append(sum(x["node_ms"] for x in iwq))
                 cols = [c["colocation"] for c in st["cases"] if c.get("colocation")]
                 if cols:
                     for k in colo:
                         colo[k] += sum(x[k] for x in cols)
                     colo_moves.append(sum(x["cross_node_after_start"] for x in cols))
-                fs = st.get("final_stats") or {}
-                if "idle_while_queued_llc_ms" in fs:
-                    iwq_llc.append(fs["idle_while_queued_llc_ms"])
-                if "idle_while_queued_node_ms" in fs:
-                    iwq_node.append(fs["idle_while_queued_node_ms"])
         row = {"sched": s, "runs": len(per_run)}
         for k in ("moves", "cross_llc", "cross_node", "nr_migrations"):
             row[k] = _mean([p[k] for p in per_run])
@@ -530,7 +529,8 @@ METHOD = [
     "Counts are summed over a benchmark's cases and averaged over runs. A task's home LLC / node is where it "
     "was seen most; *home LLC/node* is the share of all samples taken there. The harness' own tasks (sh, "
     "sleep, ...) are left out. The sampler runs as SCHED_FIFO priority 1 so it keeps its period on saturated "
-    "CPUs; *sampler CPU* is the time it spent sampling, in percent of one CPU over the cases' run time.",
+    "CPUs; *sampler CPU* is the time its task scans took plus the CPU time of its per-CPU sampler (/proc/stat, "
+    "/proc/schedstat), in percent of one CPU over the cases' run time.",
     "- Co-location (benchmarks with `colocation_tasks = N`): locsample also writes which task was on which CPU "
     "at every sample (-k, PREFIX.ticks). Of the tasks the locality table counts, the N found running (state R) "
     "at the most samples form the group (for a communicating pair: the two data tasks, not an idle main "
@@ -545,8 +545,25 @@ METHOD = [
     "that found one of its threads running (state R) on each LLC, a proxy for its runtime per LLC; its *top LLC* "
     "holds most of them. *Runtime in its top LLC* pools processes and runs; *distinct top LLCs* (mean per run) "
     "says whether concurrent instances took different LLCs.",
-    "- Idle while queued: sampled time a CPU was idle while a task waited in its LLC / node, from "
-    "scx_locality's `scx_locality-final-stats` line (per step, averaged over runs); n/a for other schedulers.",
+    "- Idle while queued, LLC / node: an upper bound on the CPU time that tasks waiting to run could have had on "
+    "an idle CPU of the same LLC / node, measured by locsample alike for every scheduler. At every interval "
+    "({rq_ms} ms asked, longer when one sample would cost more than 3% of a CPU, locsample -c; {rq_mean_ms} ms "
+    "on average in this report) it reads per CPU the idle time I (idle + iowait of /proc/stat: the kernel counts "
+    "it in ns while the tick is stopped and by whole ticks otherwise, and shows it in 10 ms units, so one "
+    "interval's I can be off by up to 10 ms per CPU) and the time W tasks waited on its run queue before running "
+    "(run_delay of /proc/schedstat, ns, kept by the core scheduler for every scheduling class, sched_ext "
+    "included, and for every task on the CPU, not only the benchmark's). Per interval and LLC / node, I and W "
+    "are summed over its CPUs; the time CPUs there were idle while tasks waited there, counted up to one idle "
+    "CPU per waiting task, is at most min(I, W); the column sums that over intervals, LLCs / nodes and the "
+    "benchmark's cases (mean over runs). It is a bound from interval sums, not a measured overlap: it cannot see "
+    "whether the idle time and the waits fell at the same moments of an interval, so under partial load it comes "
+    "close to all the waiting, which includes the time an idle CPU takes to pick up a task woken onto it. Nor "
+    "can it see when a wait happened: the kernel charges a wait when it ends (the task runs, or moves to another "
+    "CPU's run queue, which is then charged the rest) to the CPU whose run queue it was on, so a wait longer "
+    "than the interval is compared with the idle time of the interval it ended in only, and one still under way "
+    "when the case ends is not counted. LLC and node are alike on a machine with one LLC per node. "
+    "scx_locality's own counter (sampled inside the scheduler: a CPU idle while a task waited in its LLC / node, "
+    "over the whole step) is in its counters table.",
     "- BPF cost: workloads/bpfcost reads every struct_ops program's run count and run time (the kernel keeps "
     "them while kernel.bpf_stats_enabled = 1, which the bench sets) before and after each case; the difference, "
     "per callback, pooled over cases and runs, gives ns per call; the range is the lowest and highest run. The "
@@ -558,6 +575,22 @@ METHOD = [
 ]
 
 
+def rq_interval(results: dict) -> dict:
+    """The sampler's rq interval: as asked (locsample -q) and its mean over every case measured."""
+    asked, span, n = set(), 0, 0
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            for c in st["cases"]:
+                iq = c.get("idle_queued")
+                if iq and iq.get("intervals"):
+                    span += iq["span_ms"]
+                    n += iq["intervals"]
+                    asked.add((c.get("sampler") or {}).get("rq_ms"))
+    asked.discard(None)
+    return {"rq_ms": "/".join(str(x) for x in sorted(asked)) if asked else "n/a",
+            "rq_mean_ms": f"{span / n:.1f}" if n else "n/a"}
+
+
 def write_report(out: Path) -> Path:
     from . import plots
 
@@ -567,7 +600,7 @@ def write_report(out: Path) -> Path:
     status = sched_status(results)
     failed = {s["label"] for s in status if s["status"] in ("failed", "not run")}
     smp = {"sample_ms": 100, "sched_ms": 500, "cpustat_ms": 500, "budget_pct": 10, "settle_ms": 1000,
-           **results.get("sampler", {})}
+           **results.get("sampler", {}), **rq_interval(results)}
     lines = [f"# Bench report: {results['machine']}", "",
              f"- machine: `{results.get('machine_summary', results['machine'])}`",
              *(["- where: on this machine itself (`bin/lab bench --host`), not in a QEMU guest: a run is one pass "

@@ -3,10 +3,11 @@
 counters the bench derives from them per case.
 
 workloads/locsample writes PREFIX.tasks (per task: the CPUs it was seen on and how often running there,
-se.nr_migrations; the command's end and the sampler's own cost), PREFIX.cpu (per-CPU /proc/stat) and, with -k,
-PREFIX.ticks (which task was on which CPU at every sample). From them: locality (moves between samples by
-level, home LLC / node), the co-location of a benchmark's busiest tasks, process x LLC residency and job x node
-residency.
+se.nr_migrations; the command's end and the sampler's own cost), PREFIX.cpu (per-CPU /proc/stat, and per CPU
+and interval the idle time and run-queue wait) and, with -k, PREFIX.ticks (which task was on which CPU at every
+sample). From them: locality (moves between samples by level, home LLC / node), the co-location of a
+benchmark's busiest tasks, process x LLC residency, job x node residency and the bound on idle time while tasks
+waited (idle_while_queued).
 """
 from __future__ import annotations
 
@@ -34,17 +35,30 @@ class TaskSamples:
 
 
 def parse_tasks(text: str) -> tuple[dict, list[TaskSamples]]:
-    """locsample's PREFIX.tasks -> ({"elapsed_ms", "rc", "timeout", "ticks", "busy_ms"}, tasks)."""
-    meta: dict = {"elapsed_ms": None, "rc": None, "timeout": False, "ticks": None, "busy_ms": None}
+    """locsample's PREFIX.tasks -> ({"elapsed_ms", "rc", "timeout", "ticks", "busy_ms", "stat_samples",
+    "stat_us", "rq_ms"}, tasks). ticks / busy_ms: the task scans and the wall ms they took; stat_samples /
+    stat_us: the per-CPU sampler's samples and its CPU time in us; rq_ms: its rq interval (None: older file)."""
+    meta: dict = {"elapsed_ms": None, "rc": None, "timeout": False, "ticks": None, "busy_ms": None,
+                  "stat_samples": None, "stat_us": None, "rq_ms": None}
     tasks = []
     for line in text.splitlines():
         w = line.split()
-        if not w or w[0].startswith("#"):
+        if not w:
+            continue
+        if w[0] == "#":
+            for kv in w[1:]:
+                k, eq, v = kv.partition("=")
+                if eq and k == "rq_ms" and v.isdigit():
+                    meta["rq_ms"] = int(v)
+            continue
+        if w[0].startswith("#"):
             continue
         if w[0] == "end" and len(w) >= 3:
             meta.update(elapsed_ms=int(w[1]), rc=int(w[2]), timeout="timeout" in w[3:])
         elif w[0] == "ticks" and len(w) >= 3:
             meta.update(ticks=int(w[1]), busy_ms=int(w[2]))
+        elif w[0] == "stat" and len(w) >= 3:
+            meta.update(stat_samples=int(w[1]), stat_us=int(w[2]))
         elif w[0] == "task" and len(w) >= 7:
             runs = []
             if len(w) >= 8:
@@ -140,6 +154,57 @@ def parse_cpustat(text: str) -> dict[int, list[tuple[int, int, int]]]:
         idle = vals[3] + vals[4]
         out.setdefault(int(w[1][3:]), []).append((ms, total - idle, total))
     return out
+
+
+def parse_rq(text: str) -> list[tuple[int, dict[int, tuple[float, float]]]]:
+    """The rq lines of locsample's PREFIX.cpu -> [(ms, {cpu: (idle_ms, wait_ms)}), ...] in time order: per CPU,
+    its idle time and the run-queue wait the kernel charged to it since the previous rq line (a CPU left out
+    had neither). The first line starts the record and has no entries."""
+    out = []
+    for line in text.splitlines():
+        w = line.split()
+        if len(w) < 2 or w[1] != "rq":
+            continue
+        try:
+            ms = int(w[0])
+            per: dict[int, tuple[float, float]] = {}
+            for item in w[2:]:
+                cpu, idle_ms, wait_us = (int(x) for x in item.split(":"))
+                per[cpu] = (float(idle_ms), wait_us / 1000.0)
+        except ValueError:
+            continue
+        out.append((ms, per))
+    return out
+
+
+def idle_while_queued(rq: list[tuple[int, dict[int, tuple[float, float]]]], topo: machines.Topology) -> dict | None:
+    """An upper bound on the idle CPU time that waiting tasks could have used in their own LLC / node: per
+    interval of parse_rq and per LLC (node), the idle time I of its CPUs and the wait W charged to them; idle
+    time while tasks waited there, counted up to one idle CPU per waiting task, is at most min(I, W); summed
+    over intervals and LLCs (nodes). Also the plain sums of I and W over the machine's CPUs, the intervals and
+    the ms they span. None without at least one interval."""
+    if len(rq) < 2:
+        return None
+    out = {"llc_ms": 0.0, "node_ms": 0.0, "idle_ms": 0.0, "wait_ms": 0.0, "intervals": len(rq) - 1,
+           "span_ms": rq[-1][0] - rq[0][0]}
+    for key, group_of in (("llc_ms", topo.llc_of()), ("node_ms", topo.node_of())):
+        for _ms, per in rq[1:]:
+            idle: dict[int, float] = {}
+            wait: dict[int, float] = {}
+            for cpu, (i, w) in per.items():
+                g = group_of.get(cpu)
+                if g is None:
+                    continue
+                idle[g] = idle.get(g, 0.0) + i
+                wait[g] = wait.get(g, 0.0) + w
+            out[key] += sum(min(idle[g], wait[g]) for g in idle)
+    node_of = topo.node_of()
+    for _ms, per in rq[1:]:
+        for cpu, (i, w) in per.items():
+            if cpu in node_of:
+                out["idle_ms"] += i
+                out["wait_ms"] += w
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
 def busiest(tasks: list[TaskSamples], selected: list[TaskSamples], n: int | None) -> list[int]:

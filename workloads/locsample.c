@@ -2,27 +2,36 @@
 /*
  * locsample: run a command and record where its tasks ran.
  *
- *   locsample [-i MS] [-m MS] [-s MS] [-b PERCENT] [-t SECONDS] [-k] -o PREFIX -- CMD [ARG...]
+ *   locsample [-i MS] [-m MS] [-s MS] [-q MS] [-c PERCENT] [-b PERCENT] [-t SECONDS] [-k] -o PREFIX -- CMD...
  *
  * Forks CMD and, until it exits, every -i ms (default 100; longer when a scan would take more than -b percent,
  * default 10, of one CPU: with hundreds of tasks under TCG one scan can take tens of ms) reads field 39 ("processor", the CPU a task last ran
  * on) and the state of /proc/<pid>/task/<tid>/stat for every task of CMD and of all its descendants; every -m ms
  * (default 500) it also reads se.nr_migrations from /proc/<pid>/task/<tid>/sched when that file exists; every
- * -s ms (default 500) it copies the per-CPU lines of /proc/stat. locsample runs as SCHED_FIFO priority 1 (CMD
- * does not inherit it), so that it keeps its period when CMD saturates every CPU: under SCHED_OTHER it got a
- * fair share among CMD's tasks and sampled only every second or two. It is a child subreaper, so daemons
- * that CMD starts stay its descendants. CMD runs in a process group of its own; when CMD exits, whatever is
- * left in that group (background jobs of a shell) is killed. With -t, CMD and all its descendants are killed
- * after SECONDS and the exit status is 124.
+ * -s ms (default 500) it copies the per-CPU lines of /proc/stat, and every -q ms (default 100, 0 = never;
+ * longer when a sample would take more than -c percent, default 3, of one CPU) it records per CPU the idle time
+ * (/proc/stat) and the run-queue wait (/proc/schedstat). locsample runs as SCHED_FIFO priority 1 (CMD does
+ * not inherit it; its threads do), so that it keeps its period when CMD saturates every CPU: under SCHED_OTHER
+ * it got a fair share among CMD's tasks and sampled only every second or two. It is a child subreaper, so
+ * daemons that CMD starts stay its descendants. CMD runs in a process group of its own; when CMD exits,
+ * whatever is left in that group (background jobs of a shell) is killed. With -t, CMD and all its descendants
+ * are killed after SECONDS and the exit status is 124.
  *
  * PREFIX.tasks (written when CMD has exited):
- *   # locsample 1 interval_ms=100
+ *   # locsample 1 interval_ms=100 budget_pct=10 rq_ms=100 rq_budget_pct=3
  *   end <elapsed_ms> <exit_status> [timeout]
  *   ticks <samples taken> <ms spent sampling>
+ *   stat <samples taken> <us of CPU time spent>     (the thread that reads /proc/stat and /proc/schedstat)
  *   task <tgid> <tid> <comm> <first_ms> <last_ms> <nr_migrations or -1> <cpu>:<samples>:<running>,...
  * the last field run-length encodes the sequence of sampled CPUs: each entry is one stretch of consecutive
  * samples on one CPU, with how many of them found the task running (state R).
- * PREFIX.cpu: "<ms> cpuN user nice system idle iowait irq softirq steal ..." per CPU per sample.
+ * PREFIX.cpu: "<ms> cpuN user nice system idle iowait irq softirq steal ..." per CPU per sample, and with -q
+ * one line per -q sample:
+ *   <ms> rq [<cpu>:<idle_ms>:<wait_us> ...]
+ * the change since the previous rq line (the first one has no entries and starts the record) of the CPU's
+ * idle + iowait time (/proc/stat, kept in ns by the kernel, shown in 10 ms units) and of the time tasks
+ * waited on its run queue before running (run_delay of /proc/schedstat, ns; charged when a wait ends).
+ * CPUs with no change are left out. No rq lines when /proc/schedstat is missing.
  * PREFIX.ticks (only with -k; written as the samples are taken): which task was on which CPU at each sample,
  * so that tasks can be compared tick by tick (were two tasks on one node at the same moment?). Delta encoded:
  *   # locsample-ticks 1 interval_ms=100
@@ -395,32 +404,198 @@ static void kill_descendants(int root)
 	kill(root, SIGKILL);
 }
 
-/* The /proc/stat sampler: a thread of its own, so that its period holds however long a task scan takes. */
+/*
+ * The per-CPU sampler: a thread of its own, so that its period holds however long a task scan takes. Every
+ * stat_every ms it copies the per-CPU lines of /proc/stat; every rq_every ms it writes an rq line.
+ */
 static FILE *cpu_out;
-static long stat_every = 500;
+static long stat_every = 500, rq_every = 100, rq_budget = 3, clk_tck = 100;
 static _Atomic int stat_stop;
+static long stat_samples;
+static long long stat_cpu_us;
 
-static void sample_cpustat(FILE *out)
+/* A /proc file kept open and read whole from its start at every sample (the kernel regenerates it). */
+struct procfile {
+	const char *path;
+	int fd;
+	char *buf;
+	size_t cap;
+};
+
+#ifndef PROC_SCHEDSTAT /* another file in its format, for trying locsample on a kernel without schedstats */
+#define PROC_SCHEDSTAT "/proc/schedstat"
+#endif
+static struct procfile proc_stat = {"/proc/stat", -1, NULL, 0}, proc_schedstat = {PROC_SCHEDSTAT, -1, NULL, 0};
+
+static ssize_t proc_read(struct procfile *p)
 {
-	static char line[512];
-	FILE *f = fopen("/proc/stat", "r");
-	long ms = now_ms();
+	size_t len = 0;
 
-	if (!f)
+	if (p->fd < 0 && (p->fd = open(p->path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if (lseek(p->fd, 0, SEEK_SET) < 0)
+		return -1;
+	for (;;) {
+		ssize_t n;
+
+		if (p->cap - len < 4096) {
+			p->cap = p->cap ? p->cap * 2 : 65536;
+			p->buf = xrealloc(p->buf, p->cap);
+		}
+		n = read(p->fd, p->buf + len, p->cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	p->buf[len] = 0;
+	return (ssize_t)len;
+}
+
+/* Per CPU: the cumulative idle ms and wait us, at the previous rq line and now. */
+struct cpu_rq {
+	long long idle_ms, wait_us, cur_idle_ms, cur_wait_us;
+	int based, seen; /* seen: bit 0 idle read now, bit 1 wait read now */
+};
+
+static struct cpu_rq *rqs;
+static int nr_rqs, rq_off;
+
+static struct cpu_rq *rq_of(int cpu)
+{
+	if (cpu < 0 || cpu > 65535)
+		return NULL;
+	if (cpu >= nr_rqs) {
+		int n = cpu + 64;
+
+		rqs = xrealloc(rqs, sizeof(*rqs) * n);
+		memset(rqs + nr_rqs, 0, sizeof(*rqs) * (n - nr_rqs));
+		nr_rqs = n;
+	}
+	return &rqs[cpu];
+}
+
+/* "cpuN v0 v1 ...": N, and the values in vals (at most max); the number of values, or -1. */
+static int parse_cpu_line(const char *line, int *cpu, long long *vals, int max)
+{
+	char *end;
+	int n = 0;
+
+	if (strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9')
+		return -1;
+	*cpu = (int)strtol(line + 3, &end, 10);
+	while (n < max && *end == ' ') {
+		char *p = end;
+
+		vals[n] = strtoll(p, &end, 10);
+		if (end == p)
+			break;
+		n++;
+	}
+	return n;
+}
+
+/* The run_delay (ns) of each CPU from /proc/schedstat (version 15 on: "cpuN" and 9 values, the 8th). */
+static int read_schedstat(void)
+{
+	char *line, *next;
+	long long v[9];
+	int cpu;
+
+	if (proc_read(&proc_schedstat) < 0)
+		return -1;
+	for (line = proc_schedstat.buf; *line; line = next) {
+		struct cpu_rq *r;
+
+		next = strchr(line, '\n');
+		next = next ? next + 1 : line + strlen(line);
+		if (!strncmp(line, "version ", 8) && atoi(line + 8) < 15)
+			return -1;
+		if (parse_cpu_line(line, &cpu, v, 9) == 9 && (r = rq_of(cpu))) {
+			r->cur_wait_us = v[7] / 1000;
+			r->seen |= 2;
+		}
+	}
+	return 0;
+}
+
+/* One sample: copy the per-CPU lines of /proc/stat (copy) and write an rq line (rq). */
+static void sample_stat(int copy, int rq)
+{
+	char *line, *next;
+	long long v[5];
+	long ms = now_ms();
+	int cpu;
+
+	rq = rq && !rq_off;
+	if (proc_read(&proc_stat) < 0)
 		return;
-	while (fgets(line, sizeof(line), f)) {
+	stat_samples++;
+	for (int i = 0; i < nr_rqs; i++)
+		rqs[i].seen = 0;
+	for (line = proc_stat.buf; *line; line = next) {
+		struct cpu_rq *r;
+
+		next = strchr(line, '\n');
+		next = next ? next + 1 : line + strlen(line);
 		if (strncmp(line, "cpu", 3) != 0)
 			break;
-		if (line[3] >= '0' && line[3] <= '9')
-			fprintf(out, "%ld %s", ms, line);
+		if (line[3] < '0' || line[3] > '9')
+			continue;
+		if (copy)
+			fprintf(cpu_out, "%ld %.*s", ms, (int)(next - line), line);
+		/* user nice system idle iowait: a CPU waiting for I/O is idle too */
+		if (rq && parse_cpu_line(line, &cpu, v, 5) == 5 && (r = rq_of(cpu))) {
+			r->cur_idle_ms = (v[3] + v[4]) * 1000 / clk_tck;
+			r->seen |= 1;
+		}
 	}
-	fclose(f);
+	if (!rq)
+		return;
+	if (read_schedstat() < 0) {
+		fprintf(stderr, "locsample: no usable /proc/schedstat, no rq lines\n");
+		rq_off = 1;
+		return;
+	}
+	fprintf(cpu_out, "%ld rq", ms);
+	for (int i = 0; i < nr_rqs; i++) {
+		struct cpu_rq *r = &rqs[i];
+		long long d_idle, d_wait;
+
+		if (r->seen != 3)
+			continue;
+		if (!r->based) {
+			r->idle_ms = r->cur_idle_ms;
+			r->wait_us = r->cur_wait_us;
+			r->based = 1;
+			continue;
+		}
+		/* idle + iowait can step back a little when a task starts or stops waiting for I/O: keep the highest */
+		d_idle = r->cur_idle_ms > r->idle_ms ? r->cur_idle_ms - r->idle_ms : 0;
+		d_wait = r->cur_wait_us > r->wait_us ? r->cur_wait_us - r->wait_us : 0;
+		r->idle_ms += d_idle;
+		r->wait_us += d_wait;
+		if (d_idle || d_wait)
+			fprintf(cpu_out, " %d:%lld:%lld", i, d_idle, d_wait);
+	}
+	fputc('\n', cpu_out);
+}
+
+static long long thread_cpu_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: locsample [-i MS] [-m MS] [-s MS] [-b PERCENT] [-t SECONDS] [-k] -o PREFIX -- "
-			"CMD [ARG...]\n");
+	fprintf(stderr, "usage: locsample [-i MS] [-m MS] [-s MS] [-q MS] [-c PERCENT] [-b PERCENT] [-t SECONDS] "
+			"[-k] -o PREFIX -- CMD [ARG...]\n");
 	exit(2);
 }
 
@@ -439,18 +614,34 @@ static void sleep_until_ms(long at_ms)
 		;
 }
 
-static void *cpustat_main(void *arg)
+static void *stat_main(void *arg)
 {
-	long next = 0;
+	long next_copy = 0, next_rq = 0;
 
 	(void)arg;
 	while (!atomic_load(&stat_stop)) {
-		sample_cpustat(cpu_out);
-		next += stat_every;
-		if (next < now_ms())
-			next = now_ms();
-		sleep_until_ms(next);
+		long ms = now_ms(), start = ms;
+		int copy = ms >= next_copy, rq = rq_every > 0 && ms >= next_rq;
+		long long cost = thread_cpu_us();
+
+		sample_stat(copy, rq);
+		cost = thread_cpu_us() - cost;
+		ms = now_ms();
+		if (copy)
+			next_copy = next_copy + stat_every > ms ? next_copy + stat_every : ms;
+		if (rq) {
+			/* Stretch the rq period when a sample is dear, so that it takes at most rq_budget% of a CPU. */
+			long step = (long)(cost / 10 / rq_budget);
+
+			next_rq += rq_every;
+			if (next_rq < start + step)
+				next_rq = start + step;
+			if (next_rq < ms)
+				next_rq = ms;
+		}
+		sleep_until_ms(rq_every > 0 && next_rq < next_copy ? next_rq : next_copy);
 	}
+	stat_cpu_us = thread_cpu_us();
 	return NULL;
 }
 
@@ -466,21 +657,24 @@ int main(int argc, char **argv)
 	int opt, status = 0, rc, want_ticks = 0;
 	pid_t child;
 
-	while ((opt = getopt(argc, argv, "+i:m:s:b:t:ko:")) != -1) {
+	while ((opt = getopt(argc, argv, "+i:m:s:q:c:b:t:ko:")) != -1) {
 		switch (opt) {
 		case 't': limit_ms = (long)(atof(optarg) * 1000); break;
 		case 'b': budget = atol(optarg); break;
 		case 'i': interval = atol(optarg); break;
 		case 'm': sched_every = atol(optarg); break;
 		case 's': stat_every = atol(optarg); break;
+		case 'q': rq_every = atol(optarg); break;
+		case 'c': rq_budget = atol(optarg); break;
 		case 'o': prefix = optarg; break;
 		case 'k': want_ticks = 1; break;
 		default: usage();
 		}
 	}
-	if (!prefix || optind >= argc || interval <= 0 || sched_every <= 0 || stat_every <= 0 || budget < 1 ||
-	    budget > 100)
+	if (!prefix || optind >= argc || interval <= 0 || sched_every <= 0 || stat_every <= 0 || rq_every < 0 ||
+	    rq_budget < 1 || rq_budget > 100 || budget < 1 || budget > 100)
 		usage();
+	clk_tck = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
 	{
 		FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
 
@@ -532,7 +726,7 @@ int main(int argc, char **argv)
 		if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
 			fprintf(stderr, "locsample: cannot use SCHED_FIFO (%s); sampling may lag\n", strerror(errno));
 	}
-	if (pthread_create(&stat_thread, NULL, cpustat_main, NULL) != 0) {
+	if (pthread_create(&stat_thread, NULL, stat_main, NULL) != 0) {
 		perror("locsample: pthread_create");
 		return 125;
 	}
@@ -569,12 +763,19 @@ int main(int argc, char **argv)
 	}
 	atomic_store(&stat_stop, 1);
 	pthread_join(stat_thread, NULL);
-	sample_cpustat(cpu_out);
+	{
+		long long t0 = thread_cpu_us();
+
+		sample_stat(1, rq_every > 0);
+		stat_cpu_us += thread_cpu_us() - t0;
+	}
 	kill(-child, SIGKILL);
 	rc = timed_out ? 124 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	fprintf(task_out, "# locsample 1 interval_ms=%ld budget_pct=%ld\n", interval, budget);
+	fprintf(task_out, "# locsample 1 interval_ms=%ld budget_pct=%ld rq_ms=%ld rq_budget_pct=%ld\n", interval,
+		budget, rq_every, rq_budget);
 	fprintf(task_out, "end %ld %d%s\n", now_ms(), rc, timed_out ? " timeout" : "");
 	fprintf(task_out, "ticks %ld %ld\n", nr_ticks, busy_ms);
+	fprintf(task_out, "stat %ld %lld\n", stat_samples, stat_cpu_us);
 	for (int i = 0; i < nr_tasks; i++) {
 		struct task *t = &tasks[i];
 

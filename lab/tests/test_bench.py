@@ -175,7 +175,8 @@ TOPO = machines.Topology(nodes=((0, 1, 2, 3), (4, 5, 6, 7)), llcs=((0, 1), (2, 3
 
 def test_parse_tasks():
     meta, tasks = samples.parse_tasks(TASKS)
-    assert meta == {"elapsed_ms": 2500, "rc": 0, "timeout": False, "ticks": 25, "busy_ms": 40}
+    assert meta == {"elapsed_ms": 2500, "rc": 0, "timeout": False, "ticks": 25, "busy_ms": 40,
+                    "stat_samples": None, "stat_us": None, "rq_ms": None}  # a file from before the rq lines
     assert len(tasks) == 4
     t = tasks[1]
     assert (t.tgid, t.tid, t.comm, t.nr_migrations) == (101, 101, "hackbench", 5)
@@ -359,7 +360,8 @@ def test_collect_step_parses_figures_locality_and_failures(tmp_path):
     ok, bad = st["cases"]
     assert ok["status"] == "ok" and ok["figures"] == {"t": 1.25} and ok["elapsed_s"] == 2.5
     assert ok["locality"]["cross_node"] == 3
-    assert ok["sampler"] == {"ticks": 25, "busy_ms": 40}
+    assert ok["sampler"] == {"ticks": 25, "busy_ms": 40, "stat_samples": None, "stat_us": None, "rq_ms": None}
+    assert ok["idle_queued"] is None  # a .cpu file without rq lines
     assert ok["bpf_cost"]["select_cpu"] == {"calls": 200, "ns": 200000} and bad["bpf_cost"] is None
     assert (out / ok["files"]["tasks"]).exists()
     assert bad["status"] == "failed" and bad["figures"] == {"t": None}

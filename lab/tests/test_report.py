@@ -21,11 +21,16 @@ def cpu_file(busy_share):
     return "\n".join(lines) + "\n"
 
 
-def case(cid, label, figs, status="ok", loc=None, resid=None, files=None, error=None, bpf=None):
+def case(cid, label, figs, status="ok", loc=None, resid=None, files=None, error=None, bpf=None, iq=None):
     return {"case": cid, "label": label, "params": {}, "status": status, "rc": 0 if status == "ok" else 1,
             "bpf_cost": bpf,
             "error": error, "elapsed_s": 2.0, "figures": figs, "locality": loc, "residency": resid,
-            "files": files or {}, "sampler": {"ticks": 20, "busy_ms": 100}}  # 100 ms of 2 s: 5%
+            "idle_queued": iq, "files": files or {},
+            "sampler": {"ticks": 20, "busy_ms": 100, "stat_us": 20000, "rq_ms": 100}}  # 120 ms of 2 s: 6%
+
+
+def iq(llc, node):
+    return {"llc_ms": llc, "node_ms": node, "idle_ms": 900.0, "wait_ms": 50.0, "intervals": 20, "span_ms": 2010}
 
 
 def loc(cross_llc, cross_node, home, samples=100):
@@ -64,8 +69,10 @@ def out(tmp_path):
                 "cases": [case("tb-A", "A", {"t": v["A"][0], "r": v["A"][1]}, loc=loc(2 * r, r, 80), resid=resid,
                                files={"cpu": f"raw/run1/s{i}c0.cpu"} if r == 1 else {},
                                bpf=({"select_cpu": {"calls": 100 * r, "ns": 100000 * r * r}}
-                                    if s == "scx_locality" else None)),
-                          case("tb-B", "B", {"t": v["B"][0], "r": v["B"][1]}, loc=loc(0, 0, 100))]})
+                                    if s == "scx_locality" else None),
+                               iq=iq(3.0 * r, 5.0 * r) if s == "eevdf" else iq(2.0, 4.0)),
+                          case("tb-B", "B", {"t": v["B"][0], "r": v["B"][1]}, loc=loc(0, 0, 100),
+                               iq=iq(1.0, 1.0) if s == "eevdf" else None)]})
         steps.append({"step": 2, "bench": "tb", "sched": "scx_bad", "started": False,
                       "start_error": "exited 1: libbpf: failed to load", "ejected": False, "exit_kind": None,
                       "exit_reason": None, "cmd_seconds": None, "final_stats": None, "sched_log": None,
@@ -143,8 +150,12 @@ def test_locality_rows(out):
     # per run: cross_llc 2r + 0, cross_node r + 0 -> runs 1, 2: means 3 and 1.5; all moves (2r+1)+(0+1) -> 5
     assert (e["cross_llc"], e["cross_node"], e["moves"]) == (3.0, 1.5, 5.0)
     assert e["home_node"] == pytest.approx(90.0)  # (80 + 100) * 2 / 400
-    assert e["iwq_llc_ms"] is None
-    assert rows["scx_locality"]["iwq_llc_ms"] == 6.0 and rows["scx_locality"]["iwq_node_ms"] == 2.0
+    # idle while queued from the sampler, per run summed over cases: eevdf llc 3r + 1, node 5r + 1 -> 5.5, 8.5;
+    # scx_locality only case A, 2 and 4 (its own final-stats counter, 6.0 / 2.0, is not this column)
+    assert (e["iwq_llc_ms"], e["iwq_node_ms"]) == (5.5, 8.5)
+    assert rows["scx_locality"]["iwq_llc_ms"] == 2.0 and rows["scx_locality"]["iwq_node_ms"] == 4.0
+    assert rows["scx_bad"]["iwq_llc_ms"] is None
+    assert e["sampler_pct"] == pytest.approx(6.0)  # task scans 100 ms + per-CPU sampler 20 ms per 2 s case
     assert rows["scx_bad"]["runs"] == 0 and rows["scx_bad"]["cross_llc"] is None
 
 
@@ -155,8 +166,10 @@ def test_write_report_and_pngs(out):
     assert "did not start in 2 of 2 steps" in text
     assert "### tb t (s; lower is better; Amean)" in text and "### tb r (ops/s; higher is better; Hmean)" in text
     assert "p < 0.10" in text and "df = n_base + n_new - 2" in text  # the significance rule is stated
-    assert "| eevdf | 2 | 4.0 | 3.0 | 1.5 | 5.0 | 20 | 90.0% | 90.0% | n/a | 5.0% |" in text
-    assert "6.0 / 2.0" in text  # idle while queued of scx_locality
+    assert "| eevdf | 2 | 4.0 | 3.0 | 1.5 | 5.0 | 20 | 90.0% | 90.0% | 5.5 / 8.5 | 6.0% |" in text
+    assert "| 2.0 / 4.0 | 6.0% |" in text  # scx_locality: the sampler's bound, like every scheduler's
+    assert "100 ms asked, " in text and "; 100.5 ms on average in this report)" in text  # 2010 ms / 20 intervals
+    assert "| idle_while_queued_llc_ms | 6.0 |" in text  # its own counter stays in its counters table
     assert "| 0 | 90* | 10 | 2.00 |" in text  # residency row, memory node marked
     assert "| migr_cross_llc | 7.0 |" in text
     assert "### tb: cost of the scheduler's decisions (BPF run time per callback)" in text
