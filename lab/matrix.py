@@ -324,6 +324,8 @@ def placement_rows(results: dict, labels: list[str]) -> list[dict]:
             cells[s] = {"runs": lr.get("runs", 0), "home_node": lr.get("home_node"), "home_llc": lr.get("home_llc"),
                         "cross_node_per_s": (lr["cross_node"] / secs) if secs and lr.get("cross_node") is not None
                         else None,
+                        "iwq_node_ms_per_s": (lr["iwq_node_ms"] / secs) if secs and lr.get("iwq_node_ms") is not None
+                        else None,
                         "pair_same_node": min(pair) if pair else None,
                         "process_top_llc": (report._mean([c["share"] for c in llc.get(s, [])])
                                             if llc.get(s) else None)}
@@ -509,14 +511,18 @@ def write_page(out: Path, page: Path) -> Path:
                   "*pair on one node* is the lowest over the benchmark's cases of the share of samples with its "
                   "busiest tasks on one node; *home node / LLC* the share of samples on the node / LLC each task "
                   "was seen on most; *cross-node moves/s* a task's node changing between two samples (a lower "
-                  "bound), per second of run time; *top LLC* a process's share of its running time in one LLC.", "",
+                  "bound), per second of run time; *idle while queued* the sampler's bound (per 100 ms, per node: "
+                  "the smaller of the node's idle CPU time and its tasks' run-queue waits; it includes the time an "
+                  "idle CPU takes to start a task woken onto it), in ms per second of run time; *top LLC* a "
+                  "process's share of its running time in one LLC.", "",
                   "| benchmark | measure | " + " | ".join(f"`{s}`" for s in labels) + " |",
                   "|---|---|" + "---:|" * len(labels)]
         for u, res in folders:
             for pr in placement_rows(res, labels):
                 mdata["placement"].append(pr)
                 measures = [("home node", "home_node", _fmt_pct), ("home LLC", "home_llc", _fmt_pct),
-                            ("cross-node moves/s", "cross_node_per_s", lambda v: _fmt(v))]
+                            ("cross-node moves/s", "cross_node_per_s", lambda v: _fmt(v)),
+                            ("idle while queued, node (ms/s)", "iwq_node_ms_per_s", lambda v: _fmt(v))]
                 if pr["has_pair"]:
                     measures.insert(0, ("pair on one node", "pair_same_node", _fmt_pct))
                 if pr["has_llc"]:

@@ -145,3 +145,15 @@ def test_bench_resume_check_refuses_another_plan(tmp_path, fake):
     assert "another build" in bench.resume_check(other, specs, [b], "numa2")
     res2 = bench.run_bench(m, specs, [b], 3, tmp_path / "b", build=False, resume=res)
     assert [r["run"] for r in res2["runs"]] == [1, 2, 3]
+
+
+def test_placement_idle_while_queued_per_second(monkeypatch):
+    from lab import report
+    loc = {"sched": "eevdf", "runs": 2, "seconds": 10.0, "iwq_node_ms": 250.0, "cross_node": 5.0,
+           "home_node": 90.0, "home_llc": 80.0}
+    monkeypatch.setattr(report, "locality_rows", lambda res, b, labels: [loc])
+    monkeypatch.setattr(report, "colocation_rows", lambda res, b, labels: [])
+    rows = matrix.placement_rows({"benchmarks": {"wakelat": {}}}, ["eevdf", "scx_locality"])
+    assert rows[0]["cells"]["eevdf"]["iwq_node_ms_per_s"] == 25.0
+    assert rows[0]["cells"]["eevdf"]["cross_node_per_s"] == 0.5
+    assert rows[0]["cells"]["scx_locality"]["iwq_node_ms_per_s"] is None
