@@ -66,9 +66,8 @@
  *    on every dispatch).
  * 2. Wake-up push across nodes (push.bpf.c step 5, reached only when
  *    prev's node has no idle allowed CPU): only out of a node that is
- *    overloaded with the waking task counted among its runnable tasks
- *    (not as a busy CPU: the averages hold its share), into the least
- *    loaded node if that one is not (rule 7); the CPU is taken from that node (else
+ *    overloaded with the waking task counted, into the least loaded node
+ *    if that one is not (rule 7); the CPU is taken from that node (else
  *    anywhere allowed). A node with spare capacity keeps its waking tasks,
  *    as the kernel's wake-up does (it searches only the LLC of prev or of
  *    the waker): a CPU there frees up soon, and spreading a lightly loaded
