@@ -188,21 +188,13 @@ static __always_inline bool numa_rule_claim(u32 *placed, u32 seen)
 
 /*
  * Rules 2 and 7: may a waking task whose node @src has no idle CPU for it
- * go to node @dst? Only out of an overloaded node, into one that would not
- * be overloaded with it. A node with spare capacity keeps its waking tasks.
- * In its own node the task is counted among the runnable tasks but not
- * added to the averages: it ran there before it slept, so they hold its
- * share already. Added as a whole busy CPU, it called a node of two CPUs
- * with one CPU's worth of work overloaded at every wake-up that found both
- * busy, and light communicating work crossed nodes all the time.
+ * go to node @dst? Only out of an overloaded node (the task counted), into
+ * one that is not. A node with spare capacity keeps its waking tasks.
  */
 static __always_inline bool numa_rule_push_across(const struct numa_node_fig *src,
 						  const struct numa_node_fig *dst)
 {
-	struct numa_node_fig s = *src;
-
-	s.nr_last += 1;
-	return numa_rule_overloaded(&s, 0) && !numa_rule_overloaded(dst, 1);
+	return numa_rule_overloaded(src, 1) && !numa_rule_overloaded(dst, 1);
 }
 
 /*
