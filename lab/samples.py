@@ -45,13 +45,12 @@ def parse_tasks(text: str) -> tuple[dict, list[TaskSamples]]:
         w = line.split()
         if not w:
             continue
-        if w[0] == "#":
-            for kv in w[1:]:
-                k, eq, v = kv.partition("=")
-                if eq and k == "rq_ms" and v.isdigit():
-                    meta["rq_ms"] = int(v)
-            continue
         if w[0].startswith("#"):
+            if w[0] == "#":  # the header: "# locsample 1 key=value ..."
+                for kv in w[1:]:
+                    k, eq, v = kv.partition("=")
+                    if eq and k == "rq_ms" and v.isdigit():
+                        meta["rq_ms"] = int(v)
             continue
         if w[0] == "end" and len(w) >= 3:
             meta.update(elapsed_ms=int(w[1]), rc=int(w[2]), timeout="timeout" in w[3:])
@@ -198,12 +197,9 @@ def idle_while_queued(rq: list[tuple[int, dict[int, tuple[float, float]]]], topo
                 idle[g] = idle.get(g, 0.0) + i
                 wait[g] = wait.get(g, 0.0) + w
             out[key] += sum(min(idle[g], wait[g]) for g in idle)
-    node_of = topo.node_of()
-    for _ms, per in rq[1:]:
-        for cpu, (i, w) in per.items():
-            if cpu in node_of:
-                out["idle_ms"] += i
-                out["wait_ms"] += w
+            if key == "node_ms":  # every CPU of the machine is in one node: the plain sums
+                out["idle_ms"] += sum(idle.values())
+                out["wait_ms"] += sum(wait.values())
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
