@@ -39,6 +39,8 @@ from . import benchfile, guest_script, host, image, machines, paths, peers, run,
 WORKLOADS_DIR = paths.REPO / "workloads"
 WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal", "memspan", "bpfcost"]
 DEFAULT_MACHINE = "numa2"
+# a run during which other work took this share of the host's CPU time is flagged as noisier (run.RunResult)
+HOST_BUSY_WARN_PCT = 20
 RESULTS_VERSION = 1
 
 
@@ -415,7 +417,8 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
             if (used_dir / name).exists():
                 shutil.copyfile(used_dir / name, raw_dir / name)
         rec = {"run": r + 1, "run_dir": str(used_dir), "order": order, "boot_s": result.boot_s,
-               "wall_s": result.wall_s, "timed_out": result.timed_out, "completed": result.completed,
+               "wall_s": result.wall_s, "host_other_pct": getattr(result, "host_other_pct", None),
+               "timed_out": result.timed_out, "completed": result.completed,
                "topology_ok": result.topology_ok, "exit": result.exit_code(), "steps": [],
                "guest_errors": result.guest_errors}
         if result.topology_ok is False:
@@ -433,8 +436,11 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
             if st["ejected"]:
                 bad.append(f"{st['sched']} {st['bench']}: ejected: {st['exit_kind']}: {st['exit_reason']}")
         bad += [f"the lab refused a record of the guest: {e}" for e in result.guest_errors]
+        busy = rec["host_other_pct"]
         progress.say(f"run {r + 1}/{runs} done in {fmt_dur(result.wall_s or 0)}"
                      + (f" (boot {result.boot_s} s)" if session is None else "")
+                     + (f"; the host gave {busy}% of its CPU time to other work meanwhile: this run's figures "
+                        "are noisier" if busy is not None and busy >= HOST_BUSY_WARN_PCT else "")
                      + ("" if not bad else "; problems:\n  " + "\n  ".join(bad)))
     return results
 

@@ -519,6 +519,11 @@ METHOD = [
     "- " + SIG_RULE,
     "- Schedulers are interleaved: one boot per run, every benchmark under every scheduler in turn, the order "
     "rotated from run to run; so each run's schedulers share that boot's noise.",
+    "- Host noise: the guest's vCPUs are threads of the host competing for its cores. *Host CPU to other work* "
+    "(Runs table) is the host's busy CPU time during the boot (/proc/stat) minus what this run's QEMU and "
+    "bin/lab used, as a share of the host's CPU time: other work than the run (another guest, a build). Runs "
+    "with much of it are noisier; under TCG a vCPU that waits for a host core still sees its clock advance, "
+    "so a starved guest shows long waits that no scheduler caused.",
     "- Locality: workloads/locsample runs each case and reads the last CPU (field 39 of "
     "/proc/<pid>/task/<tid>/stat) of every task of the benchmark every {sample_ms} ms (less often when one "
     "scan would cost more than {budget_pct}% of a CPU: with hundreds of tasks under TCG a scan takes tens of "
@@ -666,9 +671,12 @@ def write_report(out: Path) -> Path:
         lines += ["## scx_locality's own counters", "",
                   "From its `scx_locality-final-stats` line at the end of each step (all tasks, not only the "
                   "benchmark's), mean over steps.", "", fst, ""]
-    lines += ["## Runs", "", "| run | order | boot s | wall s | exit | run folder |", "|---:|---|---:|---:|---:|---|"]
+    lines += ["## Runs", "", "| run | order | boot s | wall s | host CPU to other work | exit | run folder |",
+              "|---:|---|---:|---:|---:|---:|---|"]
     for r in results.get("runs", []):
+        other = r.get("host_other_pct")
         lines.append(f"| {r['run']} | {', '.join(r['order'])} | {r.get('boot_s')} | {r.get('wall_s')} | "
+                     f"{'n/a' if other is None else f'{other}%'} | "
                      f"{r.get('exit')}{' (timed out)' if r.get('timed_out') else ''} | `{r.get('run_dir')}` |")
         if r.get("error"):
             lines += ["", "```", r["error"], "```"]

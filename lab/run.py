@@ -21,6 +21,7 @@ import json
 import os
 import pwd
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -176,6 +177,9 @@ class RunResult:
     qemu_exit: int | None = None
     boot_s: float | None = None
     wall_s: float | None = None
+    # percent of the host's CPU time that went to other work than this run (its QEMU and bin/lab) meanwhile:
+    # the guest's vCPUs compete with it for the host's cores, so figures of a run with much of it are noisier
+    host_other_pct: float | None = None
     steps: list[StepResult] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     # records of the guest that the lab refused (bad file names, sizes, junk); nothing of them was written
@@ -718,6 +722,31 @@ def signals_held():
             raise Interrupted(signum)
 
 
+def host_cpu_seconds(stat_text: str | None = None) -> float | None:
+    """The host's busy CPU time in seconds, all CPUs together (the first line of /proc/stat without idle and
+    iowait; guest time is already counted in user and nice), or None if it cannot be read."""
+    try:
+        text = stat_text if stat_text is not None else Path("/proc/stat").read_text()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in text.splitlines()[0].split()[1:9])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    """CPU time of this process and of its children that have been waited for (QEMU, once it has ended)."""
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def host_other_pct(host_busy_s: float, own_s: float, wall_s: float, host_cpus: int) -> float | None:
+    """Percent of the host's CPU time over wall_s that went to other work than ours: busy minus our own, over
+    wall time x CPUs; None for no wall time."""
+    if wall_s <= 0 or host_cpus <= 0:
+        return None
+    return round(max(0.0, host_busy_s - own_s) * 100 / (wall_s * host_cpus), 1)
+
+
 def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None,
                   stream, log, build_scheduler: bool, on_step_end=None, deadline: float | None = None) -> RunResult:
     rel, vmlinuz, _ = setup.kernel_files()
@@ -755,6 +784,7 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
         cmd = qemu_command(m, vmlinuz, initrd, ctl)
         (run_dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
         log(f"lab: booting {m.name} ({m.nr_cpus} vCPUs, kernel {rel}); run folder {run_dir}")
+        host0, own0 = host_cpu_seconds(), own_cpu_seconds()
         t0 = time.monotonic()
         with signals_held():  # no signal between QEMU's start and its registration
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -770,6 +800,11 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
                 log(f"lab: stopped the guest (QEMU pid {proc.pid}); its logs so far are in {run_dir}")
             _LIVE.discard(proc)
             initrd.unlink(missing_ok=True)
+    if proc is not None and proc.poll() is not None and result.wall_s:
+        host1 = host_cpu_seconds()
+        if host0 is not None and host1 is not None:
+            result.host_other_pct = host_other_pct(host1 - host0, own_cpu_seconds() - own0, result.wall_s,
+                                                   os.cpu_count() or 1)
     if ctl.exists():
         with open(ctl, "rb") as fh:
             parse_ctl(fh, run_dir, result, steps)

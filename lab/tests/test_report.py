@@ -80,7 +80,7 @@ def out(tmp_path):
                                 case("tb-B", "B", {"t": None, "r": None}, status="not-run", error="did not start")]})
         runs.append({"run": r, "run_dir": f"/x/run{r}", "order": ["eevdf", "scx_locality", "scx_bad"],
                      "boot_s": 5.0, "wall_s": 60.0, "timed_out": False, "completed": True, "topology_ok": True,
-                     "exit": 5, "steps": steps})
+                     "exit": 5, "steps": steps, **({"host_other_pct": 37.5} if r == 1 else {})})
     results = {
         "version": 1, "created": "now", "command": "bin/lab bench ...", "machine": "tiny", "machine_summary": "tiny",
         "nr_cpus": 4, "topology": TOPO, "runs_requested": 2,
@@ -172,6 +172,9 @@ def test_write_report_and_pngs(out):
     assert "| idle_while_queued_llc_ms | 6.0 |" in text  # its own counter stays in its counters table
     assert "| 0 | 90* | 10 | 2.00 |" in text  # residency row, memory node marked
     assert "| migr_cross_llc | 7.0 |" in text
+    # the host's CPU time given to other work, per run; n/a where a run did not record it
+    assert "| 1 | eevdf, scx_locality, scx_bad | 5.0 | 60.0 | 37.5% | 5 |" in text
+    assert "| 2 | eevdf, scx_locality, scx_bad | 5.0 | 60.0 | n/a | 5 |" in text
     assert "### tb: cost of the scheduler's decisions (BPF run time per callback)" in text
     for png in ("cpu-util-tb.png", "residency-tb.png"):
         assert (out / png).exists() and (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -188,3 +188,17 @@ def test_tcg_text_patch_oops(tmp_path):
         "[   29.74] Sched_ext: locality_0.1.0_x86_64_unknown_linux_gnu (enabled+all), task: runnable_at=-20ms\n"
         "[   29.74] RIP: 0010:sched_tick+0xd6/0x250\n")
     assert run.tcg_text_patch_oops(d)
+
+
+def test_host_cpu_given_to_other_work():
+    hz = __import__("os").sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq steal: idle and iowait are not busy
+    busy = run.host_cpu_seconds(f"cpu  {3 * hz} {hz} {hz} 9999 500 0 {hz} 0 0 0\ncpu0 1 2 3\n")
+    assert busy == pytest.approx(6.0)
+    assert run.host_cpu_seconds("garbage") is None and run.host_cpu_seconds("") is None
+    # 2 host CPUs for 10 s: 20 CPU-seconds; 14 busy, 9 of them ours: 5 to others, 25%
+    assert run.host_other_pct(14.0, 9.0, 10.0, 2) == 25.0
+    # our own time counted beyond the host's (clock granularity) is no negative share
+    assert run.host_other_pct(8.0, 9.0, 10.0, 2) == 0.0
+    assert run.host_other_pct(8.0, 1.0, 0.0, 2) is None
+    assert run.own_cpu_seconds() > 0
