@@ -60,7 +60,7 @@ def cmd_image(args) -> int:
     if not args.no_build:
         image.build_scheduler()
     print(image.build(include_scheduler=image.scheduler_binary().exists(),
-                      log=lambda s: print(s, file=sys.stderr)))
+                      log=lambda s: print(s, file=sys.stderr), extras=args.extra or ()))
     return 0
 
 
@@ -75,7 +75,7 @@ def cmd_run(args) -> int:
     # The guest bounds the command itself (timeout(1)), so that a command past --timeout is killed there and the
     # guest's kernel log still comes back; the host's limit for the whole boot stays behind it.
     result = run.run_job(m, [run.Step(spec, command, timeout_s=args.timeout)], timeout_s=args.timeout,
-                         build_scheduler=not args.no_build)
+                         build_scheduler=not args.no_build, image_extras=args.extra or ())
     step = result.steps[0] if result.steps else run.StepResult(sched=spec.label)
     if result.guest_errors:
         more = f" (and {len(result.guest_errors) - 1} more)" if len(result.guest_errors) > 1 else ""
@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_machines)
     s = sub.add_parser("image", help="build or reuse the guest image and print its path")
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
+    s.add_argument("--extra", action="append", choices=image.EXTRAS,
+                   help="add this image extra's overlay (repeatable; e.g. kernbench: the compiler and its tree)")
     s.set_defaults(func=cmd_image)
     s = sub.add_parser("run", help="boot a machine and run a command in it",
                        description="Boot MACHINE, check its topology, start the scheduler, run CMD, stop the "
@@ -152,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds the command may run; the guest kills it then (exit 6) and still sends its kernel "
                         "log (boot and scheduler start get extra time); default 600")
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
+    s.add_argument("--extra", action="append", choices=image.EXTRAS,
+                   help="boot with this image extra's overlay (repeatable; e.g. kernbench: the compiler and its "
+                        "tree)")
     s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD... (run by the guest's /bin/sh)")
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("soak", help="reliability suite: stress, hotplug, cgroups, RT hog, pinning, start/stop",

@@ -15,6 +15,10 @@ Flavours (LOCALITY_IMAGE_FLAVOUR, default "base"): a flavour is the base image f
 its own, which the kernel unpacks over it; the base image itself is the same file whatever the flavour. "systemd"
 (lab/guest/systemd/) replaces /init with one that boots the host's systemd as PID 1, for the service test
 (lab/tests/test_service_lab.py).
+
+Extras (EXTRAS): overlays a boot gets only when it asks for them (a benchmark's image_extras; `bin/lab run
+--extra`), after the flavour's, so that every other boot keeps the base image's size. "kernbench" carries gcc,
+binutils, make and a C tree configured on the host (lab/kernbench.py).
 """
 from __future__ import annotations
 
@@ -219,12 +223,14 @@ def _reuse(path: Path) -> bool:
         return False
 
 
-def build(include_scheduler: bool = True, log=print) -> Path:
-    """The image for the current inputs: the cached one if nothing changed, else a freshly built one."""
+def build(include_scheduler: bool = True, log=print, extras=()) -> Path:
+    """The image for the current inputs: the cached one if nothing changed, else a freshly built one.
+    extras: names of EXTRAS (a benchmark's image_extras) whose overlays follow the base image and the flavour's."""
     files = with_libraries(collect_inputs(include_scheduler))
     base = _cached("base", files, input_hash(files), _pack, log)
     name = flavour()
-    return base if name == "base" else _flavoured(name, base, log)
+    layers = ([] if name == "base" else [name]) + check_extras(extras)
+    return base if not layers else _layered(layers, base, log)
 
 
 def _cached(prefix: str, files: dict[str, str], digest: str, pack, log) -> Path:
@@ -320,6 +326,22 @@ SYSTEMD_UNIT_DIR = "/lib/systemd/system"
 OVERLAY_FORMAT = 1
 
 
+# Extras: overlays that only the boots asking for them get (a benchmark's image_extras, lab/benchfile.py), so
+# that every other boot keeps the base image's size and boot time. Names are lower-case letters and digits (the
+# cached files are NAME-DIGEST.cpio.gz and overlay-NAME-DIGEST.cpio.gz; see _cached).
+# "kernbench": gcc, binutils, make and a configured C tree to build (lab/kernbench.py).
+EXTRAS = ("kernbench",)
+
+
+def check_extras(extras) -> list[str]:
+    """extras sorted and without repeats; SetupMissing naming an unknown one."""
+    out = sorted(set(extras))
+    for e in out:
+        if e not in EXTRAS:
+            raise setup.SetupMissing(f"image extra {e!r} is unknown; known: {', '.join(EXTRAS)}")
+    return out
+
+
 def flavour() -> str:
     """The image flavour runs boot: LOCALITY_IMAGE_FLAVOUR, "base" when unset or empty."""
     name = os.environ.get(FLAVOUR_ENV) or "base"
@@ -328,10 +350,14 @@ def flavour() -> str:
     return name
 
 
-def overlay_inputs(name: str) -> dict[str, str]:
-    """Guest path -> host path of a flavour's overlay (without libraries). "systemd": systemd, journald,
-    systemctl, journalctl and journald's units from the host; the lab's /init, minimal units, /etc/os-release and
-    guest scripts (lab/guest/systemd/); the repo's services/ files under /lab/services, for the job to install."""
+def overlay_inputs(name: str, log=print) -> dict[str, str]:
+    """Guest path -> host path of a flavour's or an extra's overlay (without libraries). "systemd": systemd,
+    journald, systemctl, journalctl and journald's units from the host; the lab's /init, minimal units,
+    /etc/os-release and guest scripts (lab/guest/systemd/); the repo's services/ files under /lab/services, for
+    the job to install. "kernbench": see lab/kernbench.py."""
+    if name == "kernbench":
+        from . import kernbench
+        return kernbench.inputs(log)
     if name != "systemd":
         raise ValueError(f"flavour {name!r} has no overlay")
     files: dict[str, str] = {}
@@ -355,7 +381,19 @@ def overlay_inputs(name: str) -> dict[str, str]:
 
 
 def _pack_overlay(files: dict[str, str], fh) -> None:
-    """Write the gzipped cpio of an overlay: its files and their folders only."""
+    """Write the gzipped cpio of the systemd flavour's overlay: its files and their folders only."""
+    _pack_files(files, fh, _systemd_extras)
+
+
+def _systemd_extras(root: Path) -> None:
+    os.chmod(root / "init", 0o755)
+    (root / "etc/hostname").write_text("lab\n")
+    (root / "etc/machine-id").write_text("")  # /init writes this boot's
+
+
+def _pack_files(files: dict[str, str], fh, finish=None) -> None:
+    """Write the gzipped cpio of files (guest path -> host path, with their modes and mtimes) and their folders
+    only; finish(root), if given, adds to the tree first."""
     with tempfile.TemporaryDirectory(prefix="lab-overlay-") as tmp:
         root = Path(tmp)
         root.chmod(0o755)  # the folders of "/" it holds are unpacked over the base image's
@@ -363,9 +401,8 @@ def _pack_overlay(files: dict[str, str], fh) -> None:
             dest = root / guest.lstrip("/")
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(host, dest, follow_symlinks=True)
-        os.chmod(root / "init", 0o755)
-        (root / "etc/hostname").write_text("lab\n")
-        (root / "etc/machine-id").write_text("")  # /init writes this boot's
+        if finish is not None:
+            finish(root)
         _write_cpio_gz(root, fh)
 
 
@@ -375,17 +412,21 @@ def _concat(parts: dict[str, str], fh) -> None:
             shutil.copyfileobj(src, fh, 1 << 20)
 
 
-def _flavoured(name: str, base: Path, log) -> Path:
-    """The base image followed by the flavour's overlay (gzip members may follow each other in an initramfs;
-    the later one wins), cached as NAME-DIGEST.cpio.gz. The overlay is cached on its own (overlay-NAME-...),
-    so that a new base image (a new scheduler build) costs a copy, not a rebuild. The overlay is self-contained:
-    it carries its binaries' libraries even where the base image has the same host files."""
-    files = with_libraries(overlay_inputs(name))
-    overlay = _cached(f"overlay-{name}", files, input_hash(files, f"{name} overlay {OVERLAY_FORMAT}"),
-                      _pack_overlay, log)
-    parts = {"base": str(base), "overlay": str(overlay)}
-    digest = hashlib.sha256(f"{base.name}\0{overlay.name}".encode()).hexdigest()[:16]
-    return _cached(name, parts, digest, _concat, log)
+def _layered(names: list[str], base: Path, log) -> Path:
+    """The base image followed by the overlays of names (a flavour, then extras; gzip members may follow each
+    other in an initramfs; the later one wins), cached as NAME[+NAME...]-DIGEST.cpio.gz. Each overlay is cached
+    on its own (overlay-NAME-...), so that a new base image (a new scheduler build) costs a copy, not a rebuild.
+    An overlay is self-contained: it carries its binaries' libraries even where the base image has the same host
+    files."""
+    parts = {"base": str(base)}
+    for name in names:
+        files = with_libraries(overlay_inputs(name, log))
+        pack = _pack_overlay if name == "systemd" else _pack_files
+        overlay = _cached(f"overlay-{name}", files, input_hash(files, f"{name} overlay {OVERLAY_FORMAT}"),
+                          pack, log)
+        parts[name] = str(overlay)
+    digest = hashlib.sha256("\0".join(Path(p).name for p in parts.values()).encode()).hexdigest()[:16]
+    return _cached("+".join(names), parts, digest, _concat, log)
 
 
 def job_archive(files: dict[str, bytes], dest: Path) -> Path:

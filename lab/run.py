@@ -598,16 +598,18 @@ def tcg_text_patch_oops(run_dir: Path) -> bool:
 
 def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None = None,
             stream=sys.stdout, log=None, build_scheduler: bool = True, on_step_end=None,
-            deadline: float | None = None) -> RunResult:
+            deadline: float | None = None, image_extras=()) -> RunResult:
     """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run.
     A guest that crashes or hangs while booting, before the job began, or that oopses on the emulator's
     text-patching int3 at any time (tcg_text_patch_oops), is booted once more (in RUN_DIR-retry).
     on_step_end(step index, exit code), if given, is called as each step's command ends in the guest.
     deadline (a time.monotonic() value), if given, bounds the whole call: the guest is killed then.
+    image_extras: image.EXTRAS the guest gets on top of the base image (a benchmark's image_extras).
     On an exception or a signal every QEMU started here is killed before it propagates."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     machines.check_host(m)
-    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end, deadline)
+    result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end, deadline,
+                           image_extras)
     first = Path(result.run_dir)
     if result.guest_errors or result.cut_by_deadline:
         return result
@@ -622,7 +624,7 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
     retry_dir = first.with_name(first.name + "-retry")
     retry_dir.mkdir(parents=True, exist_ok=True)
     log(why)
-    return _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end, deadline)
+    return _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end, deadline, image_extras)
 
 
 class _CtlWatcher:
@@ -748,12 +750,13 @@ def host_other_pct(host_busy_s: float, own_s: float, wall_s: float, host_cpus: i
 
 
 def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None,
-                  stream, log, build_scheduler: bool, on_step_end=None, deadline: float | None = None) -> RunResult:
+                  stream, log, build_scheduler: bool, on_step_end=None, deadline: float | None = None,
+                  image_extras=()) -> RunResult:
     rel, vmlinuz, _ = setup.kernel_files()
     needs_locality = any(s.sched.name == "scx_locality" for s in steps)
     if needs_locality and build_scheduler:
         image.build_scheduler()
-    base = image.build(include_scheduler=image.scheduler_binary().exists(), log=log)
+    base = image.build(include_scheduler=image.scheduler_binary().exists(), log=log, extras=image_extras)
     if needs_locality and not image.scheduler_binary().exists():
         raise setup.SetupMissing("scx_locality is not built; run: make -C scheduler or cargo build --release")
     for s in steps:

@@ -37,7 +37,7 @@ from pathlib import Path
 from lab import image, run, setup, __main__ as cli
 tmp = Path(sys.argv[1])
 setup.kernel_files = lambda: ("7.3.4+fake", tmp / "vmlinuz", tmp / "config")
-image.build = lambda include_scheduler=True, log=None: tmp / "base.cpio.gz"
+image.build = lambda include_scheduler=True, log=None, extras=(): tmp / "base.cpio.gz"
 run.QEMU = str(tmp / "qemu")
 run.qemu_has_seccomp = lambda *a: True
 if os.environ.get("FAKE_FILE_MAX"):
