@@ -306,6 +306,11 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
     return step
 
 
+def image_extras(benches: list[benchfile.Benchmark]) -> list[str]:
+    """The image extras the benches' boots need (each benchmark's image_extras): no boot gets one it does not."""
+    return sorted({e for b in benches for e in b.image_extras})
+
+
 def write_results(out: Path, results: dict) -> None:
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=1) + "\n")
@@ -406,7 +411,7 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
             result = session.run_job(steps, timeout, run_dir, stream=watcher)
         else:
             result = run.run_job(m, steps, timeout_s=timeout, run_dir=run_dir, stream=watcher, log=lambda s: None,
-                                 build_scheduler=False)
+                                 build_scheduler=False, image_extras=image_extras(benches))
         # Whatever the markers said, this run's share of the estimate is now done.
         progress.done_est = est_before + per_run_est
         raw_dir = out / "raw" / f"run{r + 1}"

@@ -17,7 +17,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths, run
+from . import image, paths, run
 
 BENCH_DIR = paths.REPO / "lab" / "benchmarks"
 ABLATION_FILE = BENCH_DIR / "ablation.toml"
@@ -95,6 +95,7 @@ class Benchmark:
     colocation_tasks: int | None = None  # co-location of the N busiest selected tasks (None: not measured)
     colocation_settle_ms: float = COLOCATION_SETTLE_MS
     process_llc: bool = False  # per process: running samples per LLC (cache-aware scheduling)
+    image_extras: list[str] = field(default_factory=list)  # image.EXTRAS its boots add to the guest image
 
     @property
     def spec(self) -> str:
@@ -130,7 +131,7 @@ class Benchmark:
                 "figures": [f.to_json() for f in self.figures], "residency_comm": self.residency_comm,
                 "sample_comm": self.sample_comm, "colocation_tasks": self.colocation_tasks,
                 "colocation_settle_ms": self.colocation_settle_ms, "process_llc": self.process_llc,
-                "file": str(where),
+                "image_extras": self.image_extras, "file": str(where),
                 "cases": [{"id": c.id, "label": c.label, "command": c.command} for c in self.cases()]}
 
 
@@ -169,7 +170,8 @@ def _estimate(expr, values: dict, path: Path) -> float:
 
 # The fields of a benchmark file and of its [[figure]] entries; any other is a typo, named with its file.
 BENCH_FIELDS = {"description", "command", "est_seconds", "timeout_s", "params", "sweep", "choices", "figure",
-                "sample_comm", "residency_comm", "colocation_tasks", "colocation_settle_ms", "process_llc"}
+                "sample_comm", "residency_comm", "colocation_tasks", "colocation_settle_ms", "process_llc",
+                "image_extras"}
 FIGURE_FIELDS = {"name", "regex", "unit", "higher_is_better", "mean", "aggregate", "cases"}
 MECHANISM_FIELDS = {"name", "off", "what"}
 CASE_TIMEOUT_S = (1, 3600)  # a case's timeout_s: the guest kills it then
@@ -218,6 +220,13 @@ def _check_types(path: Path, data: dict) -> None:
     sc = data.get("sample_comm", [])
     if not isinstance(sc, list) or not all(isinstance(x, str) for x in sc):
         raise BenchError(f"{path}: field 'sample_comm' must be a list of strings")
+    ex = data.get("image_extras", [])
+    if not isinstance(ex, list) or not all(isinstance(x, str) for x in ex):
+        raise BenchError(f"{path}: field 'image_extras' must be a list of strings")
+    for x in ex:
+        if x not in image.EXTRAS:
+            raise BenchError(f"{path}: field 'image_extras': {x!r} is not an image extra (known: "
+                             f"{', '.join(image.EXTRAS)})")
     figs = data.get("figure", [])
     if not isinstance(figs, list):
         raise BenchError(f"{path}: field 'figure' must be an array of tables ([[figure]])")
@@ -344,7 +353,8 @@ def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
                   est_seconds=data.get("est_seconds", 10), timeout_s=float(data.get("timeout_s", 600)),
                   residency_comm=data.get("residency_comm") or None,
                   sample_comm=list(data.get("sample_comm", [])), overrides=overrides,
-                  colocation_tasks=colo, colocation_settle_ms=float(settle), process_llc=pllc)
+                  colocation_tasks=colo, colocation_settle_ms=float(settle), process_llc=pllc,
+                  image_extras=sorted(set(data.get("image_extras", []))))
     nr_cases = 1
     for vals in sweep.values():
         nr_cases *= len(vals)

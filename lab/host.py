@@ -256,6 +256,10 @@ def needed_programs(benches: list[benchfile.Benchmark], workloads: list[str]) ->
 
 def check_programs(benches: list[benchfile.Benchmark], workloads: list[str]) -> None:
     """Raise setup.SetupMissing naming every needed program that the job's PATH lacks and what provides it."""
+    extra = [b.name for b in benches if b.image_extras]
+    if extra:
+        raise setup.SetupMissing(f"bench --host cannot run {', '.join(extra)}: what it runs (image_extras) "
+                                 "exists only in the lab's guest image; run it in the lab")
     path = job_path()
     missing = [p for p in needed_programs(benches, workloads) if shutil.which(p, path=path) is None]
     if missing:

@@ -289,6 +289,20 @@ def test_tbench_clients_and_figure():
     assert fig.parse(TBENCH_OUT.replace("Throughput 21.4848", "Throughput 1.5e+03")) == 1500.0
 
 
+def test_kernbench_jobs_half_full_double_and_its_extra():
+    """kernbench: make -j at half (rounded up, at least 1), once and twice the CPUs, in boots with its extra."""
+    b = benchfile.load_benchmark("kernbench")
+    assert b.image_extras == ["kernbench"]
+    fakes = "kb() { echo \"$@\"; }"
+    for ncpus, want in ((8, {"half": "4", "full": "8", "double": "16"}), (1, {"half": "1", "full": "1", "double": "2"}),
+                        (3, {"half": "2", "full": "3", "double": "6"})):
+        got = {c.label: run_case_shell(c.command.replace("/lab/kernbench.sh", "kb"), ncpus, fakes).strip()
+               for c in b.cases()}
+        assert got == want, ncpus
+    fig = b.figures[0]
+    assert not fig.higher_is_better and fig.mean == "amean" and fig.unit == "s"
+
+
 def test_topology_order_of_a_machine():
     t = machines.load("haswell2s").topology()
     order = t.cpu_order()

@@ -24,9 +24,11 @@ class FakeLab:
     def __init__(self, tmp_path, times, fail_on_call=None):
         self.tmp, self.times, self.calls, self.fail_on_call = tmp_path, times, [], fail_on_call
         self.used: dict[str, int] = {}
+        self.extras: list[list[str]] = []  # each boot's image_extras
 
-    def run_job(self, m, steps, timeout_s, run_dir, stream=None, log=None, build_scheduler=False):
+    def run_job(self, m, steps, timeout_s, run_dir, stream=None, log=None, build_scheduler=False, image_extras=()):
         self.calls.append([s.sched.label for s in steps])
+        self.extras.append(list(image_extras))
         if self.fail_on_call is not None and len(self.calls) == self.fail_on_call:
             raise KeyboardInterrupt("SIGINT")
         res = run.RunResult(machine=m.name, run_dir=str(run_dir), kernel_log="", completed=True, topology_ok=True)
