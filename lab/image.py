@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import paths, setup
+from . import kernbench, paths, setup
 
 GUEST_DIR = paths.REPO / "lab" / "guest"
 
@@ -356,8 +356,7 @@ def overlay_inputs(name: str, log=print) -> dict[str, str]:
     /etc/os-release and guest scripts (lab/guest/systemd/); the repo's services/ files under /lab/services, for
     the job to install. "kernbench": see lab/kernbench.py."""
     if name == "kernbench":
-        from . import kernbench
-        return kernbench.inputs(log)
+        return kernbench.inputs(cache_lock, log)
     if name != "systemd":
         raise ValueError(f"flavour {name!r} has no overlay")
     files: dict[str, str] = {}

@@ -85,15 +85,14 @@ def _headers_from_depfiles(folder: Path) -> list[str]:
     return sorted(found)
 
 
-def stage(log=print) -> Path:
+def stage(lock, log=print) -> Path:
     """CACHE/kernbench/KEY: the tree (sources and a configured build/ folder) and the list of system headers
-    it includes; made once per tarball and toolchain (KEY), under the images' cache lock."""
-    from . import image  # the cache lock; image imports this module
+    it includes; made once per tarball and toolchain (KEY), under lock(folder, log, what) (image.cache_lock)."""
     tar, tools = tarball(), toolchain()
     out = paths.cache() / "kernbench" / _stage_key(tar, tools)
     if (out / HEADERS_LIST).exists() and all(os.path.exists(h) for h in headers(out)):
         return out
-    with image.cache_lock(out.parent, log, what="kernbench tree"):
+    with lock(out.parent, log, what="kernbench tree"):
         if (out / HEADERS_LIST).exists() and all(os.path.exists(h) for h in headers(out)):
             return out
         log(f"lab: configuring the kernbench tree (libiberty from {tar.name}) -> {out}")
@@ -138,11 +137,11 @@ def headers(staged: Path) -> list[str]:
     return (staged / HEADERS_LIST).read_text().split()
 
 
-def inputs(log=print) -> dict[str, str]:
+def inputs(lock, log=print) -> dict[str, str]:
     """Guest path -> host path of the extra (without libraries): the toolchain, the headers, the tree, the
-    script."""
+    script. lock: as for stage."""
     files = toolchain()
-    staged = stage(log)
+    staged = stage(lock, log)
     for h in headers(staged):
         files[h] = h
     for dirpath, _dirs, names in os.walk(staged):

@@ -150,8 +150,8 @@ def have_tree() -> bool:
 
 @pytest.mark.skipif(not have_tree(), reason="binutils-source or gcc missing (bin/lab setup)")
 def test_real_tree_stages_and_builds_and_the_figure_reads_it(tmp_path):
-    files = kernbench.inputs(log=lambda s: None)
-    staged = kernbench.stage(log=lambda s: None)
+    files = kernbench.inputs(image.cache_lock, log=lambda s: None)
+    staged = kernbench.stage(image.cache_lock, log=lambda s: None)
     assert staged.parent == paths.cache() / "kernbench"
     for guest in ("/usr/bin/gcc", "/usr/bin/as", "/usr/bin/ar", "/usr/bin/make", kernbench.GUEST_SCRIPT,
                   f"{kernbench.GUEST_TREE}/build/Makefile", f"{kernbench.GUEST_TREE}/libiberty/hashtab.c",
@@ -169,4 +169,4 @@ def test_real_tree_stages_and_builds_and_the_figure_reads_it(tmp_path):
     assert figure().parse(r.stdout) > 0
     assert not list((staged / "build").glob("*.o"))
     # staging again is a no-op
-    assert kernbench.stage(log=lambda s: pytest.fail(f"staged again: {s}")) == staged
+    assert kernbench.stage(image.cache_lock, log=lambda s: pytest.fail(f"staged again: {s}")) == staged
