@@ -381,10 +381,10 @@ def overlay_inputs(name: str, log=print) -> dict[str, str]:
 
 def _pack_overlay(files: dict[str, str], fh) -> None:
     """Write the gzipped cpio of the systemd flavour's overlay: its files and their folders only."""
-    _pack_files(files, fh, _systemd_extras)
+    _pack_files(files, fh, _systemd_finish)
 
 
-def _systemd_extras(root: Path) -> None:
+def _systemd_finish(root: Path) -> None:
     os.chmod(root / "init", 0o755)
     (root / "etc/hostname").write_text("lab\n")
     (root / "etc/machine-id").write_text("")  # /init writes this boot's
