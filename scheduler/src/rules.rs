@@ -41,8 +41,18 @@ mod numa {
         imb_nr: u32,
     }
 
+    /// `struct numa_task_util`: a task's utilisation average.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    struct NumaTaskUtil {
+        at: u64,
+        run: u64,
+        util: u32,
+    }
+
     extern "C" {
         static rules_numa_node_fig_layout: [usize; 7];
+        static rules_numa_task_util_layout: [usize; 4];
         fn rules_numa_tasks(n: *const NumaNodeFig) -> u32;
         fn rules_numa_busy(n: *const NumaNodeFig) -> u32;
         fn rules_numa_idle(n: *const NumaNodeFig, extra: u32) -> i32;
@@ -68,7 +78,13 @@ mod numa {
         ) -> bool;
         fn rules_numa_new_stays_least_loaded(parent_nr: u32, least_nr: u32) -> bool;
         fn rules_numa_claim(placed: *mut u32, seen: u32) -> bool;
-        fn rules_numa_push_across(src: *const NumaNodeFig, dst: *const NumaNodeFig) -> bool;
+        fn rules_numa_push_across(
+            src: *const NumaNodeFig,
+            dst: *const NumaNodeFig,
+            task_util: u32,
+        ) -> bool;
+        fn rules_numa_util_add(u: *mut NumaTaskUtil, now: u64, used: u64);
+        fn rules_numa_util_now(u: *const NumaTaskUtil, now: u64) -> u32;
         fn rules_numa_may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool;
         fn rules_numa_few_partners(waker_flips: i64, wakee_flips: i64, llc_cpus: u32) -> bool;
     }
@@ -102,8 +118,15 @@ mod numa {
     fn claim(placed: &AtomicU32, seen: u32) -> bool {
         unsafe { rules_numa_claim(placed.as_ptr(), seen) }
     }
-    fn push_across(src: &NumaNodeFig, dst: &NumaNodeFig) -> bool {
-        unsafe { rules_numa_push_across(src, dst) }
+    /// rule 7 at a wake-up, the waking task using `util` CPUs
+    fn push_across(src: &NumaNodeFig, dst: &NumaNodeFig, util: f64) -> bool {
+        unsafe { rules_numa_push_across(src, dst, (util * ONE as f64) as u32) }
+    }
+    fn util_add(u: &mut NumaTaskUtil, now: u64, used: u64) {
+        unsafe { rules_numa_util_add(u, now, used) }
+    }
+    fn util_now(u: &NumaTaskUtil, now: u64) -> u32 {
+        unsafe { rules_numa_util_now(u, now) }
     }
     fn may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool {
         unsafe { rules_numa_may_cross(mode, xnode_at, now, interval_ns) }
@@ -124,6 +147,13 @@ mod numa {
             offset_of!(NumaNodeFig, imb_nr),
         ];
         assert_eq!(unsafe { rules_numa_node_fig_layout }, layout);
+        let layout = [
+            size_of::<NumaTaskUtil>(),
+            offset_of!(NumaTaskUtil, at),
+            offset_of!(NumaTaskUtil, run),
+            offset_of!(NumaTaskUtil, util),
+        ];
+        assert_eq!(unsafe { rules_numa_task_util_layout }, layout);
     }
 
     /// a node of `cpus` CPUs: `busy` busy CPUs (utilisation), `tasks`
@@ -198,6 +228,51 @@ mod numa {
         assert_eq!(adjust(m, -3, 8, 8, 4, 1), 0);
     }
 
+    /// A waking task adds its own utilisation to its node, not a whole CPU.
+    #[test]
+    fn waking_task_adds_its_own_utilisation() {
+        // numaq4's 2-CPU nodes, both CPUs busy most of the time and a third
+        // task waking: overloaded if it brings most of a CPU's work, not
+        // if it brings a tenth
+        let (two, idle) = (node(2, 1.6, 2.0, 2, 1), node(2, 0.0, 0.0, 0, 1));
+        assert!(push_across(&two, &idle, 0.9));
+        assert!(!push_across(&two, &idle, 0.1));
+        // more runnable tasks than CPUs is needed whatever the utilisation
+        assert!(!push_across(&node(2, 1.9, 1.0, 1, 1), &idle, 1.0));
+    }
+
+    /// The average: the share run, halving every window; decays through sleep.
+    #[test]
+    fn task_utilisation_is_the_share_run() {
+        let (ms, w) = (1_000_000u64, intf::locality_consts_NUMA_UTIL_WINDOW_NS as u64);
+        let mut u = NumaTaskUtil::default();
+        // running a quarter of the time for many windows: a quarter
+        let mut now = 1_000 * ms;
+        for _ in 0..40 {
+            now += w / 4;
+            util_add(&mut u, now, w / 4);
+            now += 3 * w / 4;
+            util_add(&mut u, now, 0);
+        }
+        let q = util_now(&u, now);
+        assert!(q.abs_diff(ONE / 4) <= ONE / 64, "{q}");
+        // always running: one CPU within a few windows
+        for _ in 0..8 {
+            now += w;
+            util_add(&mut u, now, w);
+        }
+        assert!(util_now(&u, now) >= ONE * 95 / 100);
+        // a sleep of three windows: an eighth of it
+        let full = util_now(&u, now);
+        assert_eq!(util_now(&u, now + 3 * w), full >> 3);
+        // a run shorter than a window is kept for the next fold
+        let mut v = NumaTaskUtil::default();
+        util_add(&mut v, 10 * ms, 1 * ms);
+        assert_eq!((v.util, v.run), (0, ms));
+        // the first run counts from its own start
+        assert_eq!(v.at, 9 * ms);
+    }
+
     #[test]
     fn light_communicating_load_is_not_spread() {
         // numa2, wakelat at half load: 6 threads, often 5 runnable at a
@@ -206,14 +281,14 @@ mod numa {
         let (a, b) = (node(4, 1.2, 3.5, 5, 1), node(4, 0.0, 0.0, 0, 1));
         assert!(!overloaded(&a, 1));
         assert_eq!(moves(m, &a, &b, 1), 0);
-        assert!(!push_across(&a, &b));
+        assert!(!push_across(&a, &b, 1.0));
         // really overloaded: the waking task may go, unless rule 4 holds it
         let full = node(4, 4.0, 6.0, 6, 1);
-        assert!(push_across(&full, &b));
+        assert!(push_across(&full, &b, 0.1));
         let ms = 1_000_000;
         assert!(!may_cross(m, 10_000 * ms, 10_001 * ms, 150 * ms));
         // ... and not into a node that is overloaded too
-        assert!(!push_across(&full, &full));
+        assert!(!push_across(&full, &full, 1.0));
         // an overloaded source is balanced by tasks, without the allowance
         assert_eq!(moves(m, &full, &b, 0), 3);
     }

@@ -46,6 +46,7 @@ enum locality_consts {
 	NUMA_IMBALANCE_MIN = 2,		/* upstream: imbalances <= this are ignored */
 	NUMA_IMB_PCT	= 117,		/* imbalance_pct of the kernel's NUMA domains (overload test) */
 	NUMA_IMB_PCT_2019 = 125,	/* ... when Gorman's v2 patch was posted (idle-cpus rule) */
+	NUMA_UTIL_WINDOW_NS = 16000000,	/* a task's utilisation average halves every 16 ms */
 	NUMA_SETTLED_TRIES = 2,		/* unspent balance passes before settled tasks may move */
 	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
 	NUMA_CLAIM_TRIES = 4,		/* new-program placement: choices made again after a lost claim */

@@ -21,6 +21,7 @@
 
 #include <scx/common.bpf.h>
 #include "intf.h"
+#include "numa_rules.h"	/* struct numa_task_util */
 
 #define CPU_MASK	(MAX_CPUS - 1)
 #define LLC_MASK	(MAX_LLCS - 1)
@@ -96,6 +97,7 @@ struct task_ctx {
 	u32 last_wakee;		/* pid of the last task it woke (push_record_wakee) */
 	u32 wakee_flips;	/* ... how often that changed, halved each second */
 	u64 flips_decay_at;	/* ... last halving */
+	struct numa_task_util util;	/* its utilisation (numa_rules.h) */
 };
 
 /*

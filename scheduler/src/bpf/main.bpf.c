@@ -587,7 +587,7 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
 {
 	struct task_ctx *tctx = task_ctx(p);
 	s32 cpu = scx_bpf_task_cpu(p);
-	u64 used, weight;
+	u64 now, used, weight;
 
 	if (!tctx)
 		return;
@@ -597,7 +597,8 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
 	 * whole uptime, made the agent's threads look like 159 s of runtime
 	 * on big64 and jumped their CPU's clock by tens of seconds.
 	 */
-	used = tctx->started_at ? time_delta(scx_bpf_now(), tctx->started_at) : 0;
+	now = scx_bpf_now();
+	used = tctx->started_at ? time_delta(now, tctx->started_at) : 0;
 	tctx->started_at = 0;
 	weight = p->scx.weight ?: 100;
 	tctx->vtime += used * 100 / weight;
@@ -615,7 +616,7 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
 	if (cpu_valid(cpu))
 		vtime_now[cpu & CPU_MASK] +=
 			used * 100 / weight / ((u64)nr_queued_cpu(cpu) + 1);
-	numa_account(tctx, cpu, used);
+	numa_account(tctx, cpu, used, now);
 	cache_account(p, cpu, used);
 }
 

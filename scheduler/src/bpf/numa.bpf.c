@@ -66,8 +66,9 @@
  *    on every dispatch).
  * 2. Wake-up push across nodes (push.bpf.c step 5, reached only when
  *    prev's node has no idle allowed CPU): only out of a node that is
- *    overloaded with the waking task counted, into the least loaded node
- *    if that one is not (rule 7); the CPU is taken from that node (else
+ *    overloaded with the waking task counted (one more runnable task,
+ *    adding its own utilisation: numa_account() keeps it), into the least
+ *    loaded node if that one is not (rule 7); the CPU is taken from that node (else
  *    anywhere allowed). A node with spare capacity keeps its waking tasks,
  *    as the kernel's wake-up does (it searches only the LLC of prev or of
  *    the waker): a CPU there frees up soon, and spreading a lightly loaded
@@ -412,13 +413,17 @@ __hidden void numa_run_start(s32 cpu, u64 now)
 		cpu_run_since[cpu & CPU_MASK] = now;
 }
 
-/* ops.stopping: @used ns run on @cpu; restart the count on a new node */
-__hidden void numa_account(struct task_ctx *tctx, s32 cpu, u64 used)
+/*
+ * ops.stopping at @now: @used ns run on @cpu; restart the count on a new
+ * node; the task's utilisation (rule 7 at a wake-up)
+ */
+__hidden void numa_account(struct task_ctx *tctx, s32 cpu, u64 used, u64 now)
 {
 	s32 n;
 
 	if (!tctx || !cpu_valid(cpu))
 		return;
+	numa_rule_util_add(&tctx->util, now, used);
 	cpu_run_since[cpu & CPU_MASK] = 0;
 	cpu_busy_ns[cpu & CPU_MASK] += used;
 	n = cpu_node[cpu & CPU_MASK];
@@ -567,6 +572,20 @@ static __always_inline s32 numa_cross_candidate(struct task_ctx *tctx, u64 now, 
 }
 
 /*
+ * @tctx's utilisation now, at most one CPU; a whole CPU for a new task or
+ * one without context (nothing known yet: assume it is busy)
+ */
+static __always_inline u32 numa_task_util(struct task_ctx *tctx, u64 now, bool is_fork)
+{
+	u32 u;
+
+	if (!tctx || is_fork || !tctx->util.at)
+		return 1 << LOAD_SHIFT;
+	u = numa_rule_util_now(&tctx->util, now);
+	return u < (1 << LOAD_SHIFT) ? u : 1 << LOAD_SHIFT;
+}
+
+/*
  * push step 5: prev's node has no idle CPU for @p (or prev is unusable).
  * Return a claimed idle CPU elsewhere, or -1 to stay.
  */
@@ -601,7 +620,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 	/* rules 2 and 7: a node with spare capacity keeps @p queued near prev */
 	sf = numa_fig(src);
 	df = numa_fig(d);
-	if (!numa_rule_push_across(&sf, &df)) {
+	if (!numa_rule_push_across(&sf, &df, numa_task_util(tctx, now, is_fork))) {
 		stat_inc(STAT_NUMA_PUSH_KEPT);
 		decide_refused(p, prev_cpu, -1, STAT_NUMA_PUSH_KEPT);
 		return -1;

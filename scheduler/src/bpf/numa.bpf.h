@@ -41,7 +41,7 @@ bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst);
 
 /* accounting: ops.running / ops.stopping, and the heartbeat timer */
 void numa_run_start(s32 cpu, u64 now);
-void numa_account(struct task_ctx *tctx, s32 cpu, u64 used);
+void numa_account(struct task_ctx *tctx, s32 cpu, u64 used, u64 now);
 void numa_load_begin(u64 now);
 void numa_load_cpu(u32 c, u32 nr, bool busy);
 void numa_load_end(void);

@@ -58,15 +58,67 @@ static __always_inline s32 numa_rule_idle(const struct numa_node_fig *n, u32 ext
  * CPUs while its node is far from busy, and treating that as overload
  * spread it over both nodes of numa2 at every wake-up.
  */
-static __always_inline bool numa_rule_overloaded(const struct numa_node_fig *n, u32 extra)
+static __always_inline bool numa_rule_overloaded_by(const struct numa_node_fig *n, u32 extra,
+						    u64 extra_util)
 {
 	u64 cap = (u64)n->cpus << LOAD_SHIFT;
-	u64 placed = n->placed + ((u64)extra << LOAD_SHIFT);
+	u64 placed = n->placed + extra_util;
 
 	if (n->nr_last + extra <= n->cpus)
 		return false;
 	return ((u64)n->util + placed) * NUMA_IMB_PCT > cap * 100 ||
 	       ((u64)n->load + placed) * 100 > cap * NUMA_IMB_PCT;
+}
+
+/* ... with @extra tasks each counted as a whole busy CPU */
+static __always_inline bool numa_rule_overloaded(const struct numa_node_fig *n, u32 extra)
+{
+	return numa_rule_overloaded_by(n, extra, (u64)extra << LOAD_SHIFT);
+}
+
+/*
+ * A task's utilisation: the share of time it ran (1 << LOAD_SHIFT: all
+ * the time), an average that halves every NUMA_UTIL_WINDOW_NS, the time
+ * scale of the nodes' averages. sched_ext tasks have no util_avg (PELT
+ * runs for the fair class only), so ops.stopping keeps this one:
+ * numa_rule_util_add() adds a run of @used ns ending at @now, and once a
+ * window or more has passed since @u->at folds the share run over that
+ * span into the average, one halving per window passed. A task that slept
+ * for several windows ran a small share of them: its average drops as the
+ * kernel's util_avg decays while a task sleeps.
+ */
+struct numa_task_util {
+	u64 at;		/* start of the span not folded yet, 0: none yet */
+	u64 run;	/* ns run since @at */
+	u32 util;	/* the average, fixed point */
+};
+
+static __always_inline void numa_rule_util_add(struct numa_task_util *u, u64 now, u64 used)
+{
+	u64 span, frac, n;
+
+	if (!u->at)
+		u->at = now > used ? now - used : 1;
+	u->run += used;
+	span = now > u->at ? now - u->at : 0;
+	if (span < NUMA_UTIL_WINDOW_NS)
+		return;
+	n = span / NUMA_UTIL_WINDOW_NS;
+	frac = ((u->run < span ? u->run : span) << LOAD_SHIFT) / span;
+	if (n >= 32)
+		u->util = frac;
+	else
+		u->util = (u->util >> n) + frac - (frac >> n);
+	u->at = now;
+	u->run = 0;
+}
+
+/* @u's average at @now: halved once for every whole window since it was folded */
+static __always_inline u32 numa_rule_util_now(const struct numa_task_util *u, u64 now)
+{
+	u64 n = u->at && now > u->at ? (now - u->at) / NUMA_UTIL_WINDOW_NS : 0;
+
+	return n >= 32 ? 0 : u->util >> n;
 }
 
 /*
@@ -188,13 +240,20 @@ static __always_inline bool numa_rule_claim(u32 *placed, u32 seen)
 
 /*
  * Rules 2 and 7: may a waking task whose node @src has no idle CPU for it
- * go to node @dst? Only out of an overloaded node (the task counted), into
- * one that is not. A node with spare capacity keeps its waking tasks.
+ * go to node @dst? Only out of a node that is overloaded with the task
+ * counted, into one that is not. A node with spare capacity keeps its
+ * waking tasks. In its own node the task counts as one more runnable task
+ * and adds its own utilisation @task_util to the averages (the kernel's
+ * task_util() in find_idlest_group()), not a whole busy CPU: a task with
+ * a tenth of a CPU's work that wakes while both CPUs of a 2-CPU node run
+ * does not make that node overloaded. The destination is tested with the
+ * task as a whole busy CPU.
  */
 static __always_inline bool numa_rule_push_across(const struct numa_node_fig *src,
-						  const struct numa_node_fig *dst)
+						  const struct numa_node_fig *dst,
+						  u32 task_util)
 {
-	return numa_rule_overloaded(src, 1) && !numa_rule_overloaded(dst, 1);
+	return numa_rule_overloaded_by(src, 1, task_util) && !numa_rule_overloaded(dst, 1);
 }
 
 /*

@@ -23,6 +23,13 @@ const size_t rules_numa_node_fig_layout[] = {
 	offsetof(struct numa_node_fig, imb_nr),
 };
 
+const size_t rules_numa_task_util_layout[] = {
+	sizeof(struct numa_task_util),
+	offsetof(struct numa_task_util, at),
+	offsetof(struct numa_task_util, run),
+	offsetof(struct numa_task_util, util),
+};
+
 const size_t rules_cache_scan_layout[] = {
 	sizeof(struct cache_scan),
 	offsetof(struct cache_scan, best_occ),
@@ -88,9 +95,20 @@ bool rules_numa_claim(u32 *placed, u32 seen)
 	return numa_rule_claim(placed, seen);
 }
 
-bool rules_numa_push_across(const struct numa_node_fig *src, const struct numa_node_fig *dst)
+bool rules_numa_push_across(const struct numa_node_fig *src, const struct numa_node_fig *dst,
+			    u32 task_util)
 {
-	return numa_rule_push_across(src, dst);
+	return numa_rule_push_across(src, dst, task_util);
+}
+
+void rules_numa_util_add(struct numa_task_util *u, u64 now, u64 used)
+{
+	numa_rule_util_add(u, now, used);
+}
+
+u32 rules_numa_util_now(const struct numa_task_util *u, u64 now)
+{
+	return numa_rule_util_now(u, now);
 }
 
 bool rules_numa_may_cross(u32 mode, u64 xnode_at, u64 now, u64 interval_ns)
