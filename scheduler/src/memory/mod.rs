@@ -17,7 +17,7 @@
 //!
 //! One pass every `--memory-interval-ms`, in this order, by job:
 //! - sample.rs: where each process's threads ran, its home node and active
-//!   nodes (/proc);
+//!   nodes (/proc), over the pids roster.rs keeps;
 //! - affinity.rs: node binding (`--memory-node-affinity`);
 //! - ../home.rs: home nodes for the BPF side (`--no-home-node`);
 //! - evidence.rs: which nodes write each chunk of a process that spans
@@ -54,7 +54,8 @@
 //! memory_scan_cpu_ms (sampling) and memory_move_cpu_ms (the calls that
 //! move), memory_move_calls and memory_call_waits (the cap on calls),
 //! memory_maps_reads (numa_maps), memory_scan_deferred (the scan budget,
-//! sample.rs), and memory_procs:
+//! sample.rs), memory_proc_lists (reads of the /proc directory,
+//! roster.rs), and memory_procs:
 //! per process home node, active nodes, RSS, its chunks by use for a
 //! process spanning nodes (evidence.rs), and memory locality = the
 //! overlap of the process's runtime distribution over nodes with its
@@ -78,6 +79,7 @@ pub(crate) mod affinity;
 pub mod evidence;
 mod migrate;
 pub(crate) mod plan;
+mod roster;
 pub mod report;
 pub(crate) mod sample;
 pub mod scope;
@@ -286,8 +288,10 @@ pub(crate) struct Placer {
     cursor: HashMap<(u32, u64), u64>,
     /// where the next pass's /proc sweep starts (sample.rs)
     scan_cursor: sample::ScanCursor,
-    /// pid -> the pass that first listed it in /proc
-    first_listed: HashMap<u32, u64>,
+    /// the pids of /proc, what was learnt about them (roster.rs)
+    roster: roster::Roster,
+    /// the buffer of the last /proc directory read
+    pid_buf: Vec<u32>,
     /// move_pages calls in this pass (debug log)
     calls: u64,
     /// processes left alone (scope.rs): pid -> (start time, why, last
@@ -340,7 +344,8 @@ impl Placer {
             scan: 0,
             cursor: HashMap::new(),
             scan_cursor: Default::default(),
-            first_listed: HashMap::new(),
+            roster: roster::Roster::new(roster::same_namespace(std::process::id())),
+            pid_buf: Vec::new(),
             calls: 0,
             skipped: HashMap::new(),
             backoff: Backoff::default(),
@@ -447,12 +452,14 @@ impl Placer {
                 })
                 .ok();
             log::debug!(
-                "memory: scan {} sample {:?} place {:?} procs {} moved {} pages, {} budget waits, {} calls; \
-                 cpu scan {}us place {}us of which moving {}us",
+                "memory: scan {} sample {:?} place {:?} procs {} of {} pids ({} kernel threads) moved {} pages, \
+                 {} budget waits, {} calls; cpu scan {}us place {}us of which moving {}us",
                 self.scan,
                 sampled,
                 start.elapsed() - sampled,
                 self.procs.len(),
+                self.roster.list().len(),
+                self.roster.kthreads(),
                 after.0 - before.0,
                 after.1 - before.1,
                 std::mem::take(&mut self.calls),
