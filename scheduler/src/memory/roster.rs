@@ -113,9 +113,10 @@ impl Roster {
         self.list.binary_search_by_key(&pid, |e| e.pid).ok().map(|i| &self.list[i])
     }
 
-    /// `pid` is a kernel thread: pass it over from now on.
+    /// `pid` is a kernel thread: pass it over from now on (not while the
+    /// last pid is unknown: a pid handed out anew could not be told).
     pub fn mark_kthread(&mut self, pid: u32) {
-        if !self.trusted {
+        if !self.trusted || self.last_pid.is_none() {
             return;
         }
         if let Ok(i) = self.list.binary_search_by_key(&pid, |e| e.pid) {
@@ -200,11 +201,16 @@ mod tests {
         assert!(r.list().is_empty());
     }
 
-    /// Untrusted pid counts: nothing is marked (a pid handed out anew
-    /// could not be told).
+    /// Untrusted or unknown pid counts: nothing is marked (a pid handed out
+    /// anew could not be told).
     #[test]
     fn untrusted_marks_nothing() {
         let mut r = Roster::new(false);
+        r.update(&[2, 3], Some(9), 1);
+        r.mark_kthread(2);
+        assert_eq!(r.kthreads(), 0);
+        // /proc/loadavg unreadable at the last read: the same
+        let mut r = Roster::new(true);
         r.update(&[2, 3], None, 1);
         r.mark_kthread(2);
         assert_eq!(r.kthreads(), 0);
