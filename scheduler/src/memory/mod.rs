@@ -430,6 +430,7 @@ impl Placer {
             let start = Instant::now();
             let cpu0 = thread_cpu_ns();
             self.sample();
+            let cpu_sample = thread_cpu_ns();
             if self.o.node_affinity {
                 self.bind_nodes();
             }
@@ -453,7 +454,7 @@ impl Placer {
                 .ok();
             log::debug!(
                 "memory: scan {} sample {:?} place {:?} procs {} of {} pids ({} kernel threads) moved {} pages, \
-                 {} budget waits, {} calls; cpu scan {}us place {}us of which moving {}us",
+                 {} budget waits, {} calls; cpu scan {}us (sampling /proc {}us) place {}us of which moving {}us",
                 self.scan,
                 sampled,
                 start.elapsed() - sampled,
@@ -464,6 +465,7 @@ impl Placer {
                 after.1 - before.1,
                 std::mem::take(&mut self.calls),
                 cpu1.saturating_sub(cpu0) / 1000,
+                cpu_sample.saturating_sub(cpu0) / 1000,
                 cpu.saturating_sub(cpu1) / 1000,
                 after.2.saturating_sub(before.2) / 1000
             );
