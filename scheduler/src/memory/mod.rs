@@ -303,6 +303,8 @@ pub(crate) struct Placer {
     vma_failed: u64,
     /// write-fault evidence of the processes that span nodes
     evidence: HashMap<u32, evidence::Evidence>,
+    /// a process was watched at the end of the last pass
+    watched: bool,
 }
 
 /// CPU time of the calling thread (clock_gettime(CLOCK_THREAD_CPUTIME_ID)).
@@ -351,6 +353,7 @@ impl Placer {
             backoff: Backoff::default(),
             vma_failed: 0,
             evidence: HashMap::new(),
+            watched: false,
         }
     }
 
@@ -493,7 +496,9 @@ impl Placer {
     /// (evidence.rs); forget the others.
     fn watch_spanning(&mut self) {
         let nn = self.o.nr_nodes.max(1);
-        if let Some(m) = &self.o.faults {
+        // Nothing watched since the last drain: no count can have risen, and
+        // a drain walks the whole fault map (MEM_FAULTS_MAX buckets).
+        if let Some(m) = self.o.faults.as_ref().filter(|_| self.watched) {
             let counts = m.drain();
             log::debug!(
                 "memory: {} fault counts, {} faults, {} processes watched",
@@ -538,6 +543,7 @@ impl Placer {
                 e.first_armed = None;
             }
         }
+        self.watched = !self.evidence.is_empty();
     }
 
     /// CPUs whose node is known.
@@ -715,6 +721,26 @@ mod tests {
         assert!(pl.procs.contains_key(&7));
         drop(h);
         // its affinity bookkeeping went with it: Drop has nothing to give back
+        pl.procs.clear();
+    }
+
+    /// The fault map is drained only after a pass that ended with a process
+    /// watched: `watched` follows the processes that span nodes.
+    #[test]
+    fn drains_only_after_watching() {
+        let homes = Arc::new(Mutex::new(Homes::default()));
+        let stats = Arc::new(Mutex::new(MemStats::default()));
+        let mut pl = Placer::new(opts(2, Scope::default()), stats, homes);
+        pl.watch_spanning();
+        assert!(!pl.watched);
+        let mut p = Proc::new(1, "span".into(), vec![true, true], 2);
+        p.active = vec![true, true];
+        pl.procs.insert(4_000_000, p);
+        pl.watch_spanning();
+        assert!(pl.watched && pl.evidence.contains_key(&4_000_000));
+        pl.procs.get_mut(&4_000_000).unwrap().active = vec![true, false];
+        pl.watch_spanning();
+        assert!(!pl.watched && pl.evidence.is_empty());
         pl.procs.clear();
     }
 
