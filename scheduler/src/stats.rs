@@ -262,6 +262,8 @@ loc_stats!(metrics_with_counters! {
         pub memory_maps_reads: u64,
         #[stat(desc = "memory placement: processes a pass left to a later pass (processes or time per pass used up)")]
         pub memory_scan_deferred: u64,
+        #[stat(desc = "memory placement: passes that read the /proc directory (only when a pid may be new, at least every 10 passes)")]
+        pub memory_proc_lists: u64,
         #[stat(desc = "memory placement: times the mover waited for the cap on move_pages(2) calls per second")]
         pub memory_call_waits: u64,
         #[stat(desc = "memory placement: per process home, active nodes, locality")]
@@ -299,6 +301,7 @@ impl Metrics {
         self.memory_move_calls = m.move_calls;
         self.memory_maps_reads = m.maps_reads;
         self.memory_scan_deferred = m.scan_deferred;
+        self.memory_proc_lists = m.proc_lists;
         self.memory_call_waits = m.call_waits;
         let mut procs: Vec<MemProc> = m.procs.values().cloned().collect();
         procs.sort_by(|a, b| b.runtime_ms.total_cmp(&a.runtime_ms));
@@ -359,6 +362,7 @@ impl Metrics {
             memory_move_calls: d(self.memory_move_calls, prev.memory_move_calls),
             memory_maps_reads: d(self.memory_maps_reads, prev.memory_maps_reads),
             memory_scan_deferred: d(self.memory_scan_deferred, prev.memory_scan_deferred),
+            memory_proc_lists: d(self.memory_proc_lists, prev.memory_proc_lists),
             memory_call_waits: d(self.memory_call_waits, prev.memory_call_waits),
             agent_cpu_ms: (self.agent_cpu_ms - prev.agent_cpu_ms).max(0.0),
             agent_elapsed_ms: (self.agent_elapsed_ms - prev.agent_elapsed_ms).max(0.0),
@@ -421,6 +425,7 @@ impl Metrics {
             memory_move_calls: self.memory_move_calls + other.memory_move_calls,
             memory_maps_reads: self.memory_maps_reads + other.memory_maps_reads,
             memory_scan_deferred: self.memory_scan_deferred + other.memory_scan_deferred,
+            memory_proc_lists: self.memory_proc_lists + other.memory_proc_lists,
             memory_call_waits: self.memory_call_waits + other.memory_call_waits,
             agent_cpu_ms: self.agent_cpu_ms + other.agent_cpu_ms,
             agent_elapsed_ms: self.agent_elapsed_ms + other.agent_elapsed_ms,
@@ -641,14 +646,15 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  memory cpu={}ms (scan {}ms, moving {}ms) move_calls={} (waits {}) numa_maps_reads={} scan_deferred={}",
+            "  memory cpu={}ms (scan {}ms, moving {}ms) move_calls={} (waits {}) numa_maps_reads={} scan_deferred={} proc_lists={}",
             self.memory_cpu_ms,
             self.memory_scan_cpu_ms,
             self.memory_move_cpu_ms,
             self.memory_move_calls,
             self.memory_call_waits,
             self.memory_maps_reads,
-            self.memory_scan_deferred
+            self.memory_scan_deferred,
+            self.memory_proc_lists
         )?;
         writeln!(
             w,
@@ -996,6 +1002,7 @@ mod tests {
             maps_reads: 13,
             scan_deferred: 14,
             call_waits: 15,
+            proc_lists: 16,
             ..Default::default()
         };
         ms.procs.insert(42, MemProc { tgid: 42, ..Default::default() });
@@ -1067,7 +1074,7 @@ mod tests {
   cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
   memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0) peak=0.0MB/s waits=0
   memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0  thread_homes=0
-  memory cpu=0ms (scan 0ms, moving 0ms) move_calls=0 (waits 0) numa_maps_reads=0 scan_deferred=0
+  memory cpu=0ms (scan 0ms, moving 0ms) move_calls=0 (waits 0) numa_maps_reads=0 scan_deferred=0 proc_lists=0
   agent  cpu=0.0ms in 0.0s: 0.000% of one CPU
   decide emitted=70000000 dropped rate=71000000 full=72000000  cost=0.00ms (timed 73000000 in 74.000ms)
 ";

@@ -17,7 +17,7 @@
 //!
 //! One pass every `--memory-interval-ms`, in this order, by job:
 //! - sample.rs: where each process's threads ran, its home node and active
-//!   nodes (/proc);
+//!   nodes (/proc), over the pids roster.rs keeps;
 //! - affinity.rs: node binding (`--memory-node-affinity`);
 //! - ../home.rs: home nodes for the BPF side (`--no-home-node`);
 //! - evidence.rs: which nodes write each chunk of a process that spans
@@ -54,7 +54,8 @@
 //! memory_scan_cpu_ms (sampling) and memory_move_cpu_ms (the calls that
 //! move), memory_move_calls and memory_call_waits (the cap on calls),
 //! memory_maps_reads (numa_maps), memory_scan_deferred (the scan budget,
-//! sample.rs), and memory_procs:
+//! sample.rs), memory_proc_lists (reads of the /proc directory,
+//! roster.rs), and memory_procs:
 //! per process home node, active nodes, RSS, its chunks by use for a
 //! process spanning nodes (evidence.rs), and memory locality = the
 //! overlap of the process's runtime distribution over nodes with its
@@ -78,6 +79,7 @@ pub(crate) mod affinity;
 pub mod evidence;
 mod migrate;
 pub(crate) mod plan;
+mod roster;
 pub mod report;
 pub(crate) mod sample;
 pub mod scope;
@@ -286,8 +288,10 @@ pub(crate) struct Placer {
     cursor: HashMap<(u32, u64), u64>,
     /// where the next pass's /proc sweep starts (sample.rs)
     scan_cursor: sample::ScanCursor,
-    /// pid -> the pass that first listed it in /proc
-    first_listed: HashMap<u32, u64>,
+    /// the pids of /proc, what was learnt about them (roster.rs)
+    roster: roster::Roster,
+    /// the buffer of the last /proc directory read
+    pid_buf: Vec<u32>,
     /// move_pages calls in this pass (debug log)
     calls: u64,
     /// processes left alone (scope.rs): pid -> (start time, why, last
@@ -299,6 +303,8 @@ pub(crate) struct Placer {
     vma_failed: u64,
     /// write-fault evidence of the processes that span nodes
     evidence: HashMap<u32, evidence::Evidence>,
+    /// a process was watched at the end of the last pass
+    watched: bool,
 }
 
 /// CPU time of the calling thread (clock_gettime(CLOCK_THREAD_CPUTIME_ID)).
@@ -340,12 +346,14 @@ impl Placer {
             scan: 0,
             cursor: HashMap::new(),
             scan_cursor: Default::default(),
-            first_listed: HashMap::new(),
+            roster: roster::Roster::new(roster::same_namespace(std::process::id())),
+            pid_buf: Vec::new(),
             calls: 0,
             skipped: HashMap::new(),
             backoff: Backoff::default(),
             vma_failed: 0,
             evidence: HashMap::new(),
+            watched: false,
         }
     }
 
@@ -425,6 +433,7 @@ impl Placer {
             let start = Instant::now();
             let cpu0 = thread_cpu_ns();
             self.sample();
+            let cpu_sample = thread_cpu_ns();
             if self.o.node_affinity {
                 self.bind_nodes();
             }
@@ -447,16 +456,19 @@ impl Placer {
                 })
                 .ok();
             log::debug!(
-                "memory: scan {} sample {:?} place {:?} procs {} moved {} pages, {} budget waits, {} calls; \
-                 cpu scan {}us place {}us of which moving {}us",
+                "memory: scan {} sample {:?} place {:?} procs {} of {} pids ({} kernel threads) moved {} pages, \
+                 {} budget waits, {} calls; cpu scan {}us (sampling /proc {}us) place {}us of which moving {}us",
                 self.scan,
                 sampled,
                 start.elapsed() - sampled,
                 self.procs.len(),
+                self.roster.list().len(),
+                self.roster.kthreads(),
                 after.0 - before.0,
                 after.1 - before.1,
                 std::mem::take(&mut self.calls),
                 cpu1.saturating_sub(cpu0) / 1000,
+                cpu_sample.saturating_sub(cpu0) / 1000,
                 cpu.saturating_sub(cpu1) / 1000,
                 after.2.saturating_sub(before.2) / 1000
             );
@@ -484,7 +496,9 @@ impl Placer {
     /// (evidence.rs); forget the others.
     fn watch_spanning(&mut self) {
         let nn = self.o.nr_nodes.max(1);
-        if let Some(m) = &self.o.faults {
+        // Nothing watched since the last drain: no count can have risen, and
+        // a drain walks the whole fault map (MEM_FAULTS_MAX buckets).
+        if let Some(m) = self.o.faults.as_ref().filter(|_| self.watched) {
             let counts = m.drain();
             log::debug!(
                 "memory: {} fault counts, {} faults, {} processes watched",
@@ -529,6 +543,7 @@ impl Placer {
                 e.first_armed = None;
             }
         }
+        self.watched = !self.evidence.is_empty();
     }
 
     /// CPUs whose node is known.
@@ -706,6 +721,26 @@ mod tests {
         assert!(pl.procs.contains_key(&7));
         drop(h);
         // its affinity bookkeeping went with it: Drop has nothing to give back
+        pl.procs.clear();
+    }
+
+    /// The fault map is drained only after a pass that ended with a process
+    /// watched: `watched` follows the processes that span nodes.
+    #[test]
+    fn drains_only_after_watching() {
+        let homes = Arc::new(Mutex::new(Homes::default()));
+        let stats = Arc::new(Mutex::new(MemStats::default()));
+        let mut pl = Placer::new(opts(2, Scope::default()), stats, homes);
+        pl.watch_spanning();
+        assert!(!pl.watched);
+        let mut p = Proc::new(1, "span".into(), vec![true, true], 2);
+        p.active = vec![true, true];
+        pl.procs.insert(4_000_000, p);
+        pl.watch_spanning();
+        assert!(pl.watched && pl.evidence.contains_key(&4_000_000));
+        pl.procs.get_mut(&4_000_000).unwrap().active = vec![true, false];
+        pl.watch_spanning();
+        assert!(!pl.watched && pl.evidence.is_empty());
         pl.procs.clear();
     }
 

@@ -116,6 +116,8 @@ pub struct MemStats {
     pub maps_reads: u64,
     /// processes a pass left for a later one (scan budget)
     pub scan_deferred: u64,
+    /// passes that read the /proc directory (roster.rs)
+    pub proc_lists: u64,
     /// times the mover waited for the cap on move_pages(2) calls
     pub call_waits: u64,
     pub procs: BTreeMap<u32, MemProc>,

@@ -26,7 +26,8 @@
 //! Reading: the procfs crate parses statm, stat and schedstat; status is
 //! read by hand (scope::parse_status(), three times cheaper than procfs's
 //! parser); the walk over /proc and /proc/<pid>/task is ours (mod.rs,
-//! ids()), one file open per read as before.
+//! ids()), one file open per read as before. The /proc directory is read
+//! only when a pid may be new (roster.rs); kernel threads are visited once.
 //!
 //! Budget: a pass visits at most SCAN_PROCS processes, the ones tracked
 //! (past MIN_RSS_MB) or young (listed for the first time within YOUNG_SCANS
@@ -41,15 +42,16 @@
 //! Knob: `--memory-interval-ms` (the sampling period; a thread busy for more
 //! than a tenth of it counts as busy for home nodes and node binding).
 //! Stats: memory_scans, memory_scan_deferred (visits left to a later pass),
-//! memory_scan_cpu_ms; per process (memory_procs) home, active,
-//! runtime_ms.
+//! memory_scan_cpu_ms, memory_proc_lists (reads of the /proc directory);
+//! per process (memory_procs) home, active, runtime_ms.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use procfs::process::{Schedstat, Stat, StatM};
 use procfs::FromRead;
 
+use super::roster::{self, Listed};
 use super::scope::{self, Skip};
 use super::{ids, read, Placer, Proc};
 
@@ -141,92 +143,131 @@ impl Sweep {
 }
 
 /// Where the next pass starts in each class of processes (pid order,
-/// wrapping): the ones tracked (enough memory to place) and the others.
+/// wrapping): the ones tracked (enough memory to place, or young) and the
+/// others.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScanCursor {
     pub tracked: u32,
     pub other: u32,
 }
 
-/// The order of one pass over `pids` (sorted): tracked processes first,
-/// but at most `cap` less a quarter kept for the others while there are
-/// any (a new large process is noticed even when more than `cap` are
-/// tracked), then the others, then what is left of each; each class in pid
-/// order from its cursor on, wrapping. A pass visits a prefix of it.
-pub fn scan_order(pids: &[u32], tracked: impl Fn(u32) -> bool, cur: ScanCursor, cap: usize) -> Vec<u32> {
-    let rotate = |from: u32, want: bool| -> Vec<u32> {
-        let (after, before): (Vec<u32>, Vec<u32>) =
-            pids.iter().copied().filter(|&p| tracked(p) == want).partition(|&p| p >= from);
-        after.into_iter().chain(before).collect()
-    };
-    let (t, o) = (rotate(cur.tracked, true), rotate(cur.other, false));
-    let nt = t.len().min(cap - o.len().min(cap / 4));
-    let no = o.len().min(cap - nt);
-    let mut out = Vec::with_capacity(pids.len());
-    out.extend_from_slice(&t[..nt]);
-    out.extend_from_slice(&o[..no]);
-    out.extend_from_slice(&t[nt..]);
-    out.extend_from_slice(&o[no..]);
-    out
+/// How one pass of at most `cap` visits is shared between `t` tracked
+/// processes and `o` others: the tracked first, but a quarter of the cap
+/// kept for the others while there are any (a new large process is
+/// noticed even when more than `cap` are tracked).
+pub fn shares(t: usize, o: usize, cap: usize) -> (usize, usize) {
+    let nt = t.min(cap - o.min(cap / 4));
+    (nt, o.min(cap - nt))
 }
 
-/// The cursor after a pass that visited `visited` (a prefix of its
-/// scan_order()): a class that was cut resumes after its last visited pid.
-pub fn next_cursor(
-    cur: ScanCursor,
-    visited: &[u32],
-    all: usize,
-    tracked: impl Fn(u32) -> bool,
-) -> ScanCursor {
-    if visited.len() >= all {
+/// `sorted` from its first pid at or after `from` on, wrapping.
+pub fn rotated(sorted: &[u32], from: u32) -> impl Iterator<Item = u32> + '_ {
+    let i = sorted.partition_point(|&p| p < from);
+    sorted[i..].iter().chain(&sorted[..i]).copied()
+}
+
+/// The others a pass may visit, in pid order from `from` on, wrapping:
+/// listed, not kernel threads, not `tracked` (sorted).
+pub fn others<'a>(list: &'a [Listed], tracked: &'a [u32], from: u32) -> impl Iterator<Item = u32> + 'a {
+    let i = list.partition_point(|e| e.pid < from);
+    list[i..]
+        .iter()
+        .chain(&list[..i])
+        .filter(move |e| !e.kthread && tracked.binary_search(&e.pid).is_err())
+        .map(|e| e.pid)
+}
+
+/// The cursor after a pass: unless the pass visited every process, each
+/// class resumes after the last pid it visited in that class.
+pub fn next_cursor(cur: ScanCursor, last_tracked: Option<u32>, last_other: Option<u32>, all: bool) -> ScanCursor {
+    if all {
         return cur;
     }
-    let last = |want: bool| visited.iter().rev().find(|&&p| tracked(p) == want).map(|&p| p.wrapping_add(1));
-    ScanCursor { tracked: last(true).unwrap_or(cur.tracked), other: last(false).unwrap_or(cur.other) }
+    ScanCursor {
+        tracked: last_tracked.map_or(cur.tracked, |p| p.wrapping_add(1)),
+        other: last_other.map_or(cur.other, |p| p.wrapping_add(1)),
+    }
+}
+
+/// Is `pid` a kernel thread (PF_KTHREAD in /proc/PID/stat)?
+fn kernel_thread(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|raw| Stat::from_read(&raw[..]).ok())
+        .is_some_and(|st| st.flags & PF_KTHREAD != 0)
 }
 
 impl Placer {
     /// Read where the threads ran since the last sample, within the pass's
     /// budget (SCAN_PROCS, SCAN_TIME): processes it does not reach keep
     /// their state and come first in a later pass (memory_scan_deferred).
+    /// The pids come from the roster (roster.rs), which reads /proc only
+    /// when it can have changed.
     pub(super) fn sample(&mut self) {
         self.scan += 1;
-        let Some(pids) = ids("/proc") else { return };
-        let me = self.me;
-        let mut pids: Vec<u32> = pids.filter(|&p| p != me).collect();
-        pids.sort_unstable();
         let scan = self.scan;
-        for &p in &pids {
-            self.first_listed.entry(p).or_insert(scan);
+        let last_pid = read("/proc/loadavg").as_deref().and_then(roster::parse_last_pid);
+        if self.roster.due(last_pid, scan) {
+            let Some(ids) = ids("/proc") else { return };
+            let me = self.me;
+            let mut pids = std::mem::take(&mut self.pid_buf);
+            pids.clear();
+            pids.extend(ids.filter(|&p| p != me));
+            pids.sort_unstable();
+            self.roster.update(&pids, last_pid, scan);
+            self.pid_buf = pids;
+            self.stats.lock().map(|mut s| s.proc_lists += 1).ok();
         }
-        self.first_listed.retain(|p, _| pids.binary_search(p).is_ok());
-        let first = &self.first_listed;
-        let tracked: HashSet<u32> = self
-            .procs
-            .keys()
-            .copied()
-            .chain(pids.iter().copied().filter(|p| first.get(p).is_some_and(|&f| young(f, scan))))
-            .collect();
-        let order = scan_order(&pids, |p| tracked.contains(&p), self.scan_cursor, SCAN_PROCS);
+        // tracked: held state or young (sorted); the others counted
+        let mut tracked: Vec<u32> = self.procs.keys().copied().collect();
+        let mut o = 0;
+        for e in self.roster.list().iter().filter(|e| !e.kthread) {
+            if young(e.first, scan) {
+                tracked.push(e.pid);
+            } else {
+                o += 1;
+            }
+        }
+        // the ones held that are listed and no longer young are not others
+        let roster = &self.roster;
+        o -= self.procs.keys().filter(|&&p| roster.get(p).is_some_and(|e| !e.kthread && !young(e.first, scan))).count();
+        tracked.sort_unstable();
+        tracked.dedup();
+        let (nt, no) = shares(tracked.len(), o, SCAN_PROCS);
+        let mut visited = Vec::with_capacity(nt + no);
+        let (mut last_t, mut last_o) = (None, None);
+        let first: Vec<u32> = rotated(&tracked, self.scan_cursor.tracked).take(nt).collect();
+        for pid in first {
+            if self.sample_proc(pid) {
+                self.roster.mark_kthread(pid);
+            }
+            visited.push(pid);
+            last_t = Some(pid);
+        }
+        let rest: Vec<u32> = others(self.roster.list(), &tracked, self.scan_cursor.other).take(no).collect();
         let mut sweep = Sweep::default();
-        let mut n = 0;
-        for &pid in &order {
-            if n >= SCAN_PROCS || !sweep.go_on(tracked.contains(&pid), Instant::now()) {
+        for pid in rest {
+            if !sweep.go_on(false, Instant::now()) {
                 break;
             }
-            self.sample_proc(pid);
-            n += 1;
+            if self.sample_proc(pid) {
+                self.roster.mark_kthread(pid);
+            }
+            visited.push(pid);
+            last_o = Some(pid);
         }
-        let visited = &order[..n];
-        self.scan_cursor = next_cursor(self.scan_cursor, visited, order.len(), |p| tracked.contains(&p));
-        let deferred = (order.len() - n) as u64;
+        let all = tracked.len() + o;
+        self.scan_cursor = next_cursor(self.scan_cursor, last_t, last_o, visited.len() >= all);
+        let deferred = all.saturating_sub(visited.len()) as u64;
         if deferred > 0 {
             self.stats.lock().map(|mut s| s.scan_deferred += deferred).ok();
         }
         // gone: visited and not seen, or no longer in /proc
-        let waiting: HashSet<u32> = order[n..].iter().copied().collect();
-        self.procs.retain(|pid, p| p.seen == scan || waiting.contains(pid));
-        self.skipped.retain(|pid, s| s.2 == scan || waiting.contains(pid));
+        visited.sort_unstable();
+        let (roster, visited) = (&self.roster, &visited);
+        let waiting = |pid: &u32| visited.binary_search(pid).is_err() && roster.listed(*pid);
+        self.procs.retain(|pid, p| p.seen == scan || waiting(pid));
+        self.skipped.retain(|pid, s| s.2 == scan || waiting(pid));
         let procs = &self.procs;
         self.cursor.retain(|(pid, _), _| procs.contains_key(pid));
         self.backoff.retain(|(pid, start)| procs.get(&pid).is_some_and(|p| p.start == start));
@@ -276,12 +317,12 @@ impl Placer {
 
     /// One process. Any read that fails (ESRCH, ENOENT: it or the thread
     /// exited) skips it quietly; the process leaves `procs` at the end of
-    /// the pass if it was not seen.
-    fn sample_proc(&mut self, pid: u32) {
+    /// the pass if it was not seen. True if it is a kernel thread.
+    fn sample_proc(&mut self, pid: u32) -> bool {
         // statm first: anon ~ resident - shared (pages). Kernel threads (all
         // zeros) and small processes stop here, one short read each
         // instead of two.
-        let Ok(statm) = StatM::from_file(format!("/proc/{pid}/statm")) else { return };
+        let Ok(statm) = StatM::from_file(format!("/proc/{pid}/statm")) else { return false };
         if statm.resident.saturating_sub(statm.shared) * self.page < MIN_RSS_MB << 20 {
             if let Some(start) = self.procs.get(&pid).map(|p| p.start) {
                 if scope::start_time(pid) == Some(start) {
@@ -290,23 +331,24 @@ impl Placer {
                     self.forget(pid);
                 }
             }
-            return;
+            // no address space at all: a kernel thread, or a process exiting
+            return statm.size == 0 && kernel_thread(pid);
         }
-        let Ok(raw) = std::fs::read(format!("/proc/{pid}/stat")) else { return };
-        let Ok(stat) = Stat::from_read(&raw[..]) else { return };
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/stat")) else { return false };
+        let Ok(stat) = Stat::from_read(&raw[..]) else { return false };
         if stat.flags & PF_KTHREAD != 0 {
-            return;
+            return true;
         }
         let start = stat.starttime;
         self.renew(pid, start);
         let comm = crate::comm::escape(crate::comm::from_stat(&raw).unwrap_or_default());
         let mems = match self.scope_of(pid, &comm) {
-            None => return,
+            None => return false,
             Some(Ok(mems)) => mems,
             Some(Err(why)) => {
                 self.note_skip(pid, start, &comm, why);
                 self.drop_proc(pid, start);
-                return;
+                return false;
             }
         };
         let nn = self.o.nr_nodes.max(1);
@@ -321,7 +363,7 @@ impl Placer {
         p.busy = 0;
         p.busy_threads.clear();
         let busy_ns = self.o.interval_ms * 100_000;
-        let Some(tids) = ids(&format!("/proc/{pid}/task")) else { return };
+        let Some(tids) = ids(&format!("/proc/{pid}/task")) else { return false };
         let mut alive = HashMap::new();
         for tid in tids {
             let Ok(ss) = Schedstat::from_file(format!("/proc/{pid}/task/{tid}/schedstat")) else { continue };
@@ -356,6 +398,7 @@ impl Placer {
         if let Some(h) = p.home {
             p.active = update_active(&p.active, &p.node_rt, h);
         }
+        false
     }
 }
 
@@ -396,45 +439,87 @@ mod tests {
         assert_eq!(update_home(Some(1), &[0.0, 0.0]), Some(1));
     }
 
+    /// One pass of the budget over `list` (pids 1..=n) as sample() does
+    /// it, without time limit: the pids visited and the next cursor.
+    fn pass(list: &[Listed], tracked: &[u32], c: ScanCursor, cap: usize) -> (Vec<u32>, ScanCursor) {
+        let o = list.iter().filter(|e| !e.kthread && tracked.binary_search(&e.pid).is_err()).count();
+        let (nt, no) = shares(tracked.len(), o, cap);
+        let t: Vec<u32> = rotated(tracked, c.tracked).take(nt).collect();
+        let r: Vec<u32> = others(list, tracked, c.other).take(no).collect();
+        let all = t.len() + r.len() >= tracked.len() + o;
+        let c = next_cursor(c, t.last().copied(), r.last().copied(), all);
+        (t.into_iter().chain(r).collect(), c)
+    }
+
+    fn listed(n: u32) -> Vec<Listed> {
+        (1..=n).map(|pid| Listed { pid, first: 1, kthread: false }).collect()
+    }
+
     /// The scan budget: tracked processes first, a quarter of the cap kept
     /// for the others, each class resumed where the last pass stopped; every
     /// process is visited within a bounded number of passes.
     #[test]
     fn scan_budget_visits_everyone_in_turn() {
-        let pids: Vec<u32> = (1..=20).collect();
-        let tracked = |p: u32| p % 5 == 0; // 5 10 15 20
+        let list = listed(20);
+        let tracked = [5, 10, 15, 20];
         let c = ScanCursor::default();
-        // everything fits: all, tracked first
-        let o = scan_order(&pids, tracked, c, 100);
-        assert_eq!(&o[..4], &[5, 10, 15, 20]);
-        assert_eq!(o.len(), 20);
-        assert_eq!(next_cursor(c, &o, 20, tracked), c);
+        // everything fits: all, tracked first; the cursor stays
+        let (v, c2) = pass(&list, &tracked, c, 100);
+        assert_eq!(&v[..4], &tracked);
+        assert_eq!(v.len(), 20);
+        assert_eq!(c2, c);
         // a cap of 8: the 4 tracked and 4 others per pass; the others in turn
         let mut c = c;
         let mut seen = std::collections::BTreeSet::new();
-        for pass in 0..4 {
-            let o = scan_order(&pids, tracked, c, 8);
-            let v = &o[..8];
-            assert!(v[..4].iter().all(|&p| tracked(p)), "{pass}: {v:?}");
+        for pass_no in 0..4 {
+            let (v, next) = pass(&list, &tracked, c, 8);
+            assert_eq!(v.len(), 8);
+            assert_eq!(&v[..4], &tracked, "{pass_no}: {v:?}");
             seen.extend(v.iter().copied());
-            c = next_cursor(c, v, o.len(), tracked);
+            c = next;
         }
         // 16 others at 4 a pass: all seen in 4 passes
         assert_eq!(seen.len(), 20);
         // more tracked than the cap: a quarter of it still goes to the others
-        let many = |p: u32| p <= 16;
-        let o = scan_order(&pids, many, ScanCursor::default(), 8);
-        assert_eq!(&o[..8], &[1, 2, 3, 4, 5, 6, 17, 18]);
-        let c = next_cursor(ScanCursor::default(), &o[..8], o.len(), many);
+        let many: Vec<u32> = (1..=16).collect();
+        let (v, c) = pass(&list, &many, ScanCursor::default(), 8);
+        assert_eq!(v, vec![1, 2, 3, 4, 5, 6, 17, 18]);
         assert_eq!(c, ScanCursor { tracked: 7, other: 19 });
-        let o = scan_order(&pids, many, c, 8);
-        assert_eq!(&o[..8], &[7, 8, 9, 10, 11, 12, 19, 20]);
-        // cut short by time after 3: the tracked resume at the 4th
-        let c = next_cursor(c, &o[..3], o.len(), many);
-        assert_eq!(c, ScanCursor { tracked: 10, other: 19 });
+        let (v, c) = pass(&list, &many, c, 8);
+        assert_eq!(v, vec![7, 8, 9, 10, 11, 12, 19, 20]);
+        assert_eq!(c, ScanCursor { tracked: 13, other: 21 });
+        // the others wrap round
+        let (v, _) = pass(&list, &many, c, 8);
+        assert_eq!(v, vec![13, 14, 15, 16, 1, 2, 17, 18]);
+        // cut short by time after 3: the tracked resume at the 4th, the others where they were
+        let c = next_cursor(c, Some(15), None, false);
+        assert_eq!(c, ScanCursor { tracked: 16, other: 21 });
         // no others: the whole cap for the tracked
-        let o = scan_order(&pids, |_| true, ScanCursor::default(), 8);
-        assert_eq!(&o[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        let all: Vec<u32> = (1..=20).collect();
+        let (v, _) = pass(&list, &all, ScanCursor::default(), 8);
+        assert_eq!(v, vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(shares(3, 0, 8), (3, 0));
+        assert_eq!(shares(0, 30, 8), (0, 8));
+        assert_eq!(shares(30, 1, 8), (7, 1));
+    }
+
+    /// Kernel threads are neither others nor counted: the sweep goes
+    /// round the rest only.
+    #[test]
+    fn kernel_threads_are_passed_over() {
+        let mut list = listed(10);
+        for e in list.iter_mut().filter(|e| e.pid % 2 == 0) {
+            e.kthread = true;
+        }
+        let (v, c) = pass(&list, &[], ScanCursor::default(), 2);
+        assert_eq!(v, vec![1, 3]);
+        let (v, c) = pass(&list, &[], c, 2);
+        assert_eq!(v, vec![5, 7]);
+        let (v, _) = pass(&list, &[], c, 4);
+        assert_eq!(v, vec![9, 1, 3, 5]);
+        assert_eq!(others(&list, &[3], 0).collect::<Vec<_>>(), vec![1, 5, 7, 9]);
+        assert_eq!(rotated(&[2, 4, 6], 5).collect::<Vec<_>>(), vec![6, 2, 4]);
+        assert_eq!(rotated(&[2, 4, 6], 7).collect::<Vec<_>>(), vec![2, 4, 6]);
     }
 
     /// Young processes: for YOUNG_SCANS passes after they were first listed.
