@@ -572,17 +572,15 @@ static __always_inline s32 numa_cross_candidate(struct task_ctx *tctx, u64 now, 
 }
 
 /*
- * @tctx's utilisation now, at most one CPU; a whole CPU for a new task or
- * one without context (nothing known yet: assume it is busy)
+ * @tctx's utilisation now; a whole CPU for a task that never ran (a new
+ * one: its context is created zeroed) or has no context: nothing known
+ * yet, assume it is busy
  */
-static __always_inline u32 numa_task_util(struct task_ctx *tctx, u64 now, bool is_fork)
+static __always_inline u32 numa_task_util(struct task_ctx *tctx, u64 now)
 {
-	u32 u;
-
-	if (!tctx || is_fork || !tctx->util.at)
+	if (!tctx || !tctx->util.at)
 		return 1 << LOAD_SHIFT;
-	u = numa_rule_util_now(&tctx->util, now);
-	return u < (1 << LOAD_SHIFT) ? u : 1 << LOAD_SHIFT;
+	return numa_rule_util_now(&tctx->util, now);
 }
 
 /*
@@ -620,7 +618,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 	/* rules 2 and 7: a node with spare capacity keeps @p queued near prev */
 	sf = numa_fig(src);
 	df = numa_fig(d);
-	if (!numa_rule_push_across(&sf, &df, numa_task_util(tctx, now, is_fork))) {
+	if (!numa_rule_push_across(&sf, &df, numa_task_util(tctx, now))) {
 		stat_inc(STAT_NUMA_PUSH_KEPT);
 		decide_refused(p, prev_cpu, -1, STAT_NUMA_PUSH_KEPT);
 		return -1;
