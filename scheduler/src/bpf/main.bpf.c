@@ -583,23 +583,22 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 		decide_emit(p, kind, last, cpu, why);
 }
 
-void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
+/*
+ * Charge @p's run on @cpu from tctx->started_at to @now: its vtime, its CPU's
+ * clock, its node's and its process's accounts (numa_account, cache_account).
+ */
+static __always_inline void charge_run(struct task_struct *p, struct task_ctx *tctx, s32 cpu,
+				       u64 now)
 {
-	struct task_ctx *tctx = task_ctx(p);
-	s32 cpu = scx_bpf_task_cpu(p);
-	u64 now, used, weight;
+	u64 used, weight;
 
-	if (!tctx)
-		return;
 	/*
 	 * A task already running when the scheduler was loaded stops without
 	 * having started under it (started_at 0): charging it "now - 0", the
 	 * whole uptime, made the agent's threads look like 159 s of runtime
 	 * on big64 and jumped their CPU's clock by tens of seconds.
 	 */
-	now = scx_bpf_now();
 	used = tctx->started_at ? time_delta(now, tctx->started_at) : 0;
-	tctx->started_at = 0;
 	weight = p->scx.weight ?: 100;
 	tctx->vtime += used * 100 / weight;
 
@@ -618,6 +617,38 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
 			used * 100 / weight / ((u64)nr_queued_cpu(cpu) + 1);
 	numa_account(tctx, cpu, used, now);
 	cache_account(p, cpu, used);
+}
+
+void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
+{
+	struct task_ctx *tctx = task_ctx(p);
+
+	if (!tctx)
+		return;
+	charge_run(p, tctx, scx_bpf_task_cpu(p), scx_bpf_now());
+	tctx->started_at = 0;
+}
+
+/*
+ * ops.tick: charge the run so far. A task alone on its CPU keeps running
+ * past its slice without stopping (the kernel refills it), so charged only
+ * at its stop, one run of tens of ms would land in one epoch of its
+ * process's occupancy (cache.bpf.c) and in one window of its utilisation
+ * (numa.bpf.c): a process filling its LLC read as running more threads
+ * than the LLC has cores, and lost its preferred LLC.
+ */
+void BPF_STRUCT_OPS(locality_tick, struct task_struct *p)
+{
+	struct task_ctx *tctx = task_ctx(p);
+	s32 cpu = scx_bpf_task_cpu(p);
+	u64 now;
+
+	if (!tctx || !tctx->started_at)
+		return;
+	now = scx_bpf_now();
+	charge_run(p, tctx, cpu, now);
+	tctx->started_at = now;
+	numa_run_start(cpu, now);
 }
 
 void BPF_STRUCT_OPS(locality_exit_task, struct task_struct *p,
@@ -889,6 +920,7 @@ SCX_OPS_DEFINE(locality_ops,
 				  SCX_OPS_ENQ_LAST,
 	       .running		= (void *)locality_running,
 	       .stopping	= (void *)locality_stopping,
+	       .tick		= (void *)locality_tick,
 	       .enable		= (void *)locality_enable,
 	       .init_task	= (void *)locality_init_task,
 	       .exit_task	= (void *)locality_exit_task,
