@@ -45,6 +45,24 @@ pub const EXIT_BUSY: i32 = 5;
 pub const EXIT_BAD_OVERRIDE: i32 = 6;
 pub const EXIT_EJECTED: i32 = 7;
 
+/// --idle-search values (bpf/push.bpf.c step 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdleSearch {
+    /// The previous CPU whenever it is idle.
+    PrevFirst,
+    /// The previous CPU only if its whole core is idle, else an idle core first.
+    CoreFirst,
+}
+
+impl IdleSearch {
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleSearch::PrevFirst => "prev-first",
+            IdleSearch::CoreFirst => "core-first",
+        }
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "scx_locality",
@@ -83,6 +101,16 @@ pub struct Opts {
     /// the LLC): an A/B switch for the idle-core preference.
     #[arg(long)]
     pub no_idle_core: bool,
+
+    /// Order of the idle-CPU search at a wake-up (bpf/push.bpf.c).
+    /// prev-first (default): the previous CPU whenever it is idle, then an
+    /// idle core, then an idle CPU of its LLC (the kernel's
+    /// select_idle_sibling()); core-first: a whole idle core (the previous
+    /// CPU's, then one of its LLC) before a previous CPU whose SMT sibling
+    /// is busy. The same on machines without SMT. docs/decisions.md, "The
+    /// idle search takes the previous CPU first".
+    #[arg(long, value_enum, value_name = "ORDER", default_value = "prev-first")]
+    pub idle_search: IdleSearch,
 
     /// Allow stealing from CPUs of other NUMA nodes whenever a CPU would
     /// otherwise idle. Without --numa-balance this selects
@@ -519,6 +547,11 @@ mod tests {
             ExecPlacement::Allowance
         );
         assert_eq!(o.numa_interval_ms, 150);
+        assert_eq!(o.idle_search, IdleSearch::PrevFirst);
+        assert_eq!(
+            parse(&["--idle-search=core-first"]).unwrap().idle_search,
+            IdleSearch::CoreFirst
+        );
     }
 
     #[test]

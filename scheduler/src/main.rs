@@ -15,7 +15,7 @@
 //! core/CPU search per LLC plus stealing by CPUs about to go idle).
 //!
 //! Knobs (cli.rs, --help): --slice-us, --wake-gran-us, --no-steal,
-//! --no-idle-core, --sparse-idle / --no-sparse-idle (idle tracking of the
+//! --idle-search, --no-idle-core, --sparse-idle / --no-sparse-idle (idle tracking of the
 //! push side, see bpf/idle.bpf.c), --no-wake-affine,
 //! --steal-cross-node, --no-push-cross-node, --no-wake-follow,
 //! --place-at-fork, --numa-balance, --numa-interval-ms, --heartbeat-us,
@@ -262,7 +262,7 @@ impl<'a> Scheduler<'a> {
         };
 
         println!(
-            "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, sparse_idle={}, wake_gran={}us, \
+            "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, idle_search={}, sparse_idle={}, wake_gran={}us, \
              steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, numa_balance={}, exec_placement={}, \
              numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
@@ -272,6 +272,7 @@ impl<'a> Scheduler<'a> {
             topo.nr_nodes,
             on_off(!opts.no_steal),
             on_off(!opts.no_idle_core),
+            opts.idle_search.name(),
             on_off(opts.sparse_idle()),
             opts.wake_gran_us,
             on_off(opts.numa_mode() == NumaBalance::Off),

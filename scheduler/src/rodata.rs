@@ -12,7 +12,7 @@ use log::warn;
 
 use crate::bpf_skel::{types, OpenBpfSkel};
 use crate::cache::{self, CacheGates};
-use crate::cli::Opts;
+use crate::cli::{IdleSearch, Opts};
 use crate::numa::{self, ExecPlacement, NumaBalance};
 use crate::topology::{Topo, MAX_SMT};
 
@@ -65,6 +65,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.iwq_period_ns = opts.heartbeat_us * 1000;
     r.no_steal = opts.no_steal;
     r.no_idle_core = opts.no_idle_core;
+    r.idle_prev_first = opts.idle_search == IdleSearch::PrevFirst;
     r.sparse_idle = opts.sparse_idle();
     r.wake_gran_ns = opts.wake_gran_us * 1000;
     r.decide_period_ns = 1_000_000_000u64.checked_div(opts.decision_rate).unwrap_or(0);
@@ -150,7 +151,7 @@ mod tests {
         assert_eq!((r.nr_cpus, r.nr_llcs, r.nr_nodes), (4, 2, 2));
         assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
         assert_eq!(r.iwq_period_ns, 4_000_000);
-        assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle);
+        assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle && r.idle_prev_first);
         assert!(!r.steal_cross_node && r.push_cross_node && r.wake_follow && r.wake_affine);
         assert!(!r.place_at_fork);
         assert!(r.place_least_loaded);

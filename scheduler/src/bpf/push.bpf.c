@@ -5,9 +5,9 @@
  * Idea: look for an idle CPU nearest to the task's previous CPU, trying the
  * levels in order of how much cache they share with it (push_pick_cpu()):
  *
- *   1. prev CPU, if its whole core is idle   (warm L1/L2, no SMT sharing)
+ *   1. prev CPU, if idle                     (warm L1/L2)
  *   2. an idle core in prev's LLC            (warm LLC, no SMT sharing)
- *   3. an idle CPU in prev's LLC, prev first (warm LLC)
+ *   3. an idle CPU in prev's LLC             (warm LLC)
  *   4. an idle CPU in prev's NUMA node       (local memory)
  *   5. an idle CPU in another node, if numa_push_across() (numa.bpf.c)
  *      allows it: always with --numa-balance=off (unless
@@ -40,10 +40,17 @@
  * the kernel writes their shared lines on every idle transition anyway
  * (docs/decisions.md, "Idle tracking").
  *
- * Knobs: no_idle_core skips steps 1 and 2 (A/B switch for the idle-core
- * preference); push_cross_node = 0 vetoes step 5 in every NUMA mode;
- * wake_affine (--no-wake-affine).
- * Stats: STAT_PICK_{PREV_CORE, LLC_CORE, LLC_CPU, NODE_CPU, OTHER, NONE},
+ * Step 1 is the kernel's and Sistare's order (--idle-search=prev-first):
+ * prev whenever it is idle. --idle-search=core-first takes prev at step 1
+ * only if its whole core is idle, so an idle core elsewhere in the LLC
+ * comes before a prev whose SMT sibling is busy (no SMT sharing, but a
+ * move away from prev's L1/L2); without SMT the two are the same.
+ *
+ * Knobs: idle_prev_first (--idle-search); no_idle_core skips the idle-core
+ * tests of steps 1 and 2 (A/B switch for the idle-core preference);
+ * push_cross_node = 0 vetoes step 5 in every NUMA mode; wake_affine
+ * (--no-wake-affine).
+ * Stats: STAT_PICK_{PREV, PREV_CORE, LLC_CORE, LLC_CPU, NODE_CPU, OTHER, NONE},
  * STAT_CACHE_KEEP_WAKE; following: STAT_XNODE_WAKE_FOLLOW,
  * STAT_NUMA_FOLLOW_REFUSED; wake affine: STAT_PICK_AFFINE, STAT_AFFINE_WIDE.
  */
@@ -182,7 +189,16 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 		goto anywhere;
 	llc = cpu_llc[prev_cpu & CPU_MASK];
 
-	/* 1. prev, if all of its SMT siblings are idle too */
+	/*
+	 * 1. prev, if idle. prev-first (the kernel's select_idle_sibling(),
+	 * and Sistare's): whether or not its SMT siblings are busy;
+	 * core-first: only if they are idle too, else an idle core below
+	 * comes before it.
+	 */
+	if (idle_prev_first && idle_claim_cpu(prev_cpu)) {
+		stat_inc(STAT_PICK_PREV);
+		return prev_cpu;
+	}
 	if (!no_idle_core && idle_claim_core(prev_cpu)) {
 		stat_inc(STAT_PICK_PREV_CORE);
 		return prev_cpu;

@@ -126,3 +126,6 @@ LOC_STAT(DECIDE_TIMED_NS, decide_timed_ms, NS, "time spent in the timed decision
 
 /* ops.enqueue: a task about to queue behind a running one, handed to an idle CPU nearby (pull_claim_near() in pull.bpf.c) */
 LOC_STAT(ENQ_HANDOFF, enq_handoff, CNT, "enqueue: handed to an idle CPU of the LLC or node instead of queuing")
+
+/* push.bpf.c step 1 with --idle-search=prev-first */
+LOC_STAT(PICK_PREV, pick_prev, CNT, "select_cpu: prev CPU idle, its SMT siblings busy or not")
