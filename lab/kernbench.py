@@ -85,15 +85,21 @@ def _headers_from_depfiles(folder: Path) -> list[str]:
     return sorted(found)
 
 
-def stage(lock, log=print) -> Path:
+def _staged(out: Path) -> bool:
+    """Is out a finished stage whose system headers are all still on the host?"""
+    return (out / HEADERS_LIST).exists() and all(os.path.exists(h) for h in headers(out))
+
+
+def stage(lock, log=print, tools: dict[str, str] | None = None) -> Path:
     """CACHE/kernbench/KEY: the tree (sources and a configured build/ folder) and the list of system headers
-    it includes; made once per tarball and toolchain (KEY), under lock(folder, log, what) (image.cache_lock)."""
-    tar, tools = tarball(), toolchain()
+    it includes; made once per tarball and toolchain (KEY, tools: toolchain() if not given), under
+    lock(folder, log, what) (image.cache_lock)."""
+    tar, tools = tarball(), tools or toolchain()
     out = paths.cache() / "kernbench" / _stage_key(tar, tools)
-    if (out / HEADERS_LIST).exists() and all(os.path.exists(h) for h in headers(out)):
+    if _staged(out):
         return out
     with lock(out.parent, log, what="kernbench tree"):
-        if (out / HEADERS_LIST).exists() and all(os.path.exists(h) for h in headers(out)):
+        if _staged(out):
             return out
         log(f"lab: configuring the kernbench tree (libiberty from {tar.name}) -> {out}")
         shutil.rmtree(out, ignore_errors=True)
@@ -141,7 +147,7 @@ def inputs(lock, log=print) -> dict[str, str]:
     """Guest path -> host path of the extra (without libraries): the toolchain, the headers, the tree, the
     script. lock: as for stage."""
     files = toolchain()
-    staged = stage(lock, log)
+    staged = stage(lock, log, tools=files)
     for h in headers(staged):
         files[h] = h
     for dirpath, _dirs, names in os.walk(staged):

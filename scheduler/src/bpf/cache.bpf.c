@@ -12,16 +12,16 @@
  * v3, 2025; upstream since 7.2 as load-balance-only, CONFIG_SCHED_CACHE).
  * This is an independent implementation of the rules below, for sched_ext.
  *
- * Occupancy. Per process (key: tgid) a hash-map entry, created lazily in
- * ops.stopping for a task of a process with more than one thread (its
- * first preferred LLC is the LLC of that first stop, unless overloaded), holds
- * occ[llc]: the process's runtime on each LLC, halved every epoch
- * (epoch_ns, --epoch-period-ms). The decay is lazy: the first stop in a
- * new epoch shifts the array by the number of epochs elapsed (claimed with
- * a compare-and-swap on the entry's epoch so only one CPU does it; each
- * slot is halved with a compare-and-swap and added to atomically, so no
- * runtime and no decay is lost to a concurrent stop), then re-evaluates
- * the preference:
+ * Occupancy. Per process (key: tgid) a hash-map entry, created lazily when
+ * runtime is charged (ops.stopping, ops.tick) to a task of a process with
+ * more than one thread (its first preferred LLC is the LLC of that first
+ * charge, unless overloaded), holds occ[llc]: the process's runtime on
+ * each LLC, halved every epoch (epoch_ns, --epoch-period-ms). The decay is
+ * lazy: the first charge in a new epoch shifts the array by the number of
+ * epochs elapsed (claimed with a compare-and-swap on the entry's epoch so
+ * only one CPU does it; each slot is halved with a compare-and-swap and
+ * added to atomically, so no runtime and no decay is lost to a concurrent
+ * charge), then re-evaluates the preference:
  *   - candidate = the LLC with the largest occupancy; the preferred LLC
  *     switches to it only if occ[candidate] > switch_ratio * occ[current]
  *     (hysteresis, default 2);
@@ -114,7 +114,7 @@
 const volatile bool cache_aware;
 /*
  * Occupancy accounting and the per-process statistics run only with the
- * mechanism on: they cost a hash lookup (or delete) at every ops.stopping.
+ * mechanism on: they cost a hash lookup (or delete) at every ops.stopping and ops.tick.
  * The lab measures LLC residency from outside (locsample), for every
  * scheduler alike.
  */
@@ -298,7 +298,7 @@ __hidden bool cache_keep(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
  * New epoch for @e: decay by @d epochs and re-evaluate the preference
  * (cache_rules.h: decay and scan each LLC, pick, verdict); @home is the
  * process's home node or -1. Not inlined: one copy, called from
- * ops.stopping.
+ * cache_account().
  */
 static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 {
@@ -350,7 +350,7 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 	e->pref_llc = best;
 }
 
-/* ops.stopping: charge @used ns run on @cpu to @p's process. */
+/* ops.stopping, ops.tick: charge @used ns run on @cpu to @p's process. */
 __hidden void cache_account(struct task_struct *p __arg_trusted, s32 cpu, u64 used)
 {
 	struct cache_proc *e, *init;

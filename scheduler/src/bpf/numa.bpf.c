@@ -181,8 +181,9 @@ u32 llc_load[MAX_LLCS];
  * Sampling the idle bit read far too high (a communicating group busy on
  * about half of an LLC read as nearly all of it), so the cache gate called
  * the LLC overloaded and dropped the process's preference several times a
- * second (docs/decisions.md, cache-aware measurements). Run time per CPU: cpu_busy_ns (closed runs, ops.stopping) plus
- * the open run since cpu_run_since (ops.running); cpu_busy_seen is what
+ * second (docs/decisions.md, cache-aware measurements). Run time per CPU:
+ * cpu_busy_ns (runs charged by ops.stopping and ops.tick) plus the open
+ * run since cpu_run_since (ops.running, ops.tick); cpu_busy_seen is what
  * the last sample had taken.
  */
 u32 cpu_util[MAX_CPUS];
@@ -414,8 +415,8 @@ __hidden void numa_run_start(s32 cpu, u64 now)
 }
 
 /*
- * ops.stopping at @now: @used ns run on @cpu; restart the count on a new
- * node; the task's utilisation (rule 7 at a wake-up)
+ * ops.stopping or ops.tick at @now: @used ns run on @cpu; restart the
+ * count on a new node; the task's utilisation (rule 7 at a wake-up)
  */
 __hidden void numa_account(struct task_ctx *tctx, s32 cpu, u64 used, u64 now)
 {

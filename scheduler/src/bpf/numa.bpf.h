@@ -39,7 +39,7 @@ u32 numa_may_steal_across(s32 cpu, s32 victim);
 void numa_steal_end(s32 cpu, u32 why, bool stole);
 bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst);
 
-/* accounting: ops.running / ops.stopping, and the heartbeat timer */
+/* accounting: ops.running / ops.stopping / ops.tick, and the heartbeat timer */
 void numa_run_start(s32 cpu, u64 now);
 void numa_account(struct task_ctx *tctx, s32 cpu, u64 used, u64 now);
 void numa_load_begin(u64 now);

@@ -80,7 +80,7 @@ static __always_inline bool numa_rule_overloaded(const struct numa_node_fig *n, 
  * A task's utilisation: the share of time it ran (1 << LOAD_SHIFT: all
  * the time), an average that halves every NUMA_UTIL_WINDOW_NS, the time
  * scale of the nodes' averages. sched_ext tasks have no util_avg (PELT
- * runs for the fair class only), so ops.stopping keeps this one:
+ * runs for the fair class only), so ops.stopping and ops.tick keep this one:
  * numa_rule_util_add() adds a run of @used ns ending at @now, and once a
  * window or more has passed since @u->at folds the share run over that
  * span into the average, one halving per window passed. A task that slept

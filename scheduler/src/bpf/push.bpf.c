@@ -195,11 +195,12 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 	 * core-first: only if they are idle too, else an idle core below
 	 * comes before it.
 	 */
-	if (idle_prev_first && idle_claim_cpu(prev_cpu)) {
-		stat_inc(STAT_PICK_PREV);
-		return prev_cpu;
-	}
-	if (!no_idle_core && idle_claim_core(prev_cpu)) {
+	if (idle_prev_first) {
+		if (idle_claim_cpu(prev_cpu)) {
+			stat_inc(STAT_PICK_PREV);
+			return prev_cpu;
+		}
+	} else if (!no_idle_core && idle_claim_core(prev_cpu)) {
 		stat_inc(STAT_PICK_PREV_CORE);
 		return prev_cpu;
 	}
@@ -213,8 +214,8 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 		}
 	}
 
-	/* 3. an idle CPU in prev's LLC, prev itself preferred */
-	if (idle_claim_cpu(prev_cpu)) {
+	/* 3. an idle CPU in prev's LLC; core-first tries prev itself here */
+	if (!idle_prev_first && idle_claim_cpu(prev_cpu)) {
 		stat_inc(STAT_PICK_LLC_CPU);
 		return prev_cpu;
 	}
