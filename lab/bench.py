@@ -188,6 +188,13 @@ def prepare_schedulers(specs: list[run.SchedSpec], build: bool, log) -> dict[str
                     failed[s.label] = str(e)
     for name in sorted({s.name for s in specs
                         if not s.is_eevdf and s.name not in ("scx_locality", image.BASELINE_NAME)}):
+        path, built_by = run.other_sched_binary(name)
+        if name not in peers.registry_peers():  # built here (make -C workloads, which the bench runs first)
+            if not path.exists():
+                for s in specs:
+                    if s.name == name:
+                        failed[s.label] = f"{name} is not built (run: {built_by})"
+            continue
         status, detail = peers.status(name)
         if status != "built" and build:
             ok, detail = peers.build(name, log=log)
@@ -451,7 +458,7 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
 
 
 def build_ids(specs: list[run.SchedSpec]) -> dict[str, str]:
-    """What each scheduler ran as: the sha256 (16 hex digits) of scx_locality's binaries, a peer's crate version;
+    """What each scheduler ran as: the sha256 (16 hex digits) of the binaries built here, a peer's crate version;
     a resumed bench must not pool runs of another build."""
     def digest(path: Path | None) -> str:
         if path is None or not path.exists():
@@ -464,6 +471,8 @@ def build_ids(specs: list[run.SchedSpec]) -> dict[str, str]:
             out[s.label] = digest(image.scheduler_binary())
         elif s.name == image.BASELINE_NAME:
             out[s.label] = digest(image.baseline_binary())
+        elif s.name not in peers.registry_peers() and not s.is_eevdf:  # built here (lab/schedulers.toml built_by)
+            out[s.label] = digest(run.other_sched_binary(s.name)[0])
         elif not s.is_eevdf:
             e = peers.registry_peers().get(s.name, {})
             out[s.label] = f"{e.get('crate', s.name)} {e.get('version', '')}".strip()

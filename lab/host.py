@@ -285,9 +285,11 @@ def warnings(benches: list[benchfile.Benchmark]) -> list[str]:
 
 
 def find_peer(name: str) -> str | None:
-    """A published scheduler: the lab's build (bin/lab peers NAME) if there is one, else one on PATH."""
-    if peers.binary(name).is_file():
-        return str(peers.binary(name))
+    """A sched_ext scheduler other than scx_locality: the lab's build (bin/lab peers NAME, or the workloads' for
+    one marked built_by) if there is one, else one on PATH."""
+    path, _ = run.other_sched_binary(name)
+    if path.is_file():
+        return str(path)
     return shutil.which(name)
 
 
@@ -312,7 +314,7 @@ def sched_binaries(specs: list[run.SchedSpec]) -> dict[str, str]:
         else:
             b = find_peer(s.name)
             if b is None:
-                missing.append(f"{s.name} (not built and not on PATH; build it: bin/lab peers {s.name})")
+                missing.append(f"{s.name} (not built and not on PATH; build it: {run.other_sched_binary(s.name)[1]})")
             else:
                 bins[s.name] = b
                 if b != str(peers.binary(s.name)):

@@ -114,6 +114,15 @@ def registry() -> dict:
     return tomllib.loads(SCHED_REGISTRY.read_text())
 
 
+def other_sched_binary(name: str) -> tuple[Path, str]:
+    """A sched_ext scheduler other than scx_locality: (where the image takes its binary from, what builds it).
+    Published ones are the peer builder's; those lab/schedulers.toml marks `built_by` are the workloads'."""
+    built_by = registry().get(name, {}).get("built_by")
+    if built_by:
+        return image.workloads_bin_dir() / name, built_by
+    return image.peer_bin_dir() / name, f"bin/lab peers {name}"
+
+
 def parse_sched(spec: str) -> SchedSpec:
     """NAME[:ARGS], ARGS split like a shell would: "scx_locality:--no-steal --slice-us 3000"."""
     name, _, args = spec.partition(":")
@@ -763,8 +772,9 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
         if s.sched.name == image.BASELINE_NAME:
             image.check_baseline()
         elif not s.sched.is_eevdf and s.sched.name != "scx_locality":
-            if not (image.peer_bin_dir() / s.sched.name).exists():
-                raise setup.SetupMissing(f"{s.sched.name} is not built; run: bin/lab peers {s.sched.name}")
+            path, built_by = other_sched_binary(s.sched.name)
+            if not path.exists():
+                raise setup.SetupMissing(f"{s.sched.name} is not built; run: {built_by}")
     run_dir = run_dir or new_run_dir(m.name)
     job_files = {"/lab/job": job_script(steps, m).encode(),
                  "/lab/topology.expected": expected_topology_text(m).encode()}

@@ -174,6 +174,14 @@ def test_missing_scheduler_binaries_say_what_builds_them(monkeypatch, tmp_path):
     msg = str(e.value)
     assert "scx_locality (" in msg and "cd scheduler && cargo build --release" in msg
     assert "scx_rusty (not built and not on PATH; build it: bin/lab peers scx_rusty)" in msg
+    # a scheduler built in this repository (lab/schedulers.toml built_by) is looked for in workloads/build
+    monkeypatch.setattr(image, "workloads_bin_dir", lambda: tmp_path / "workloads")
+    with pytest.raises(setup.SetupMissing) as e:
+        host.sched_binaries(specs("scx_defaults"))
+    assert "scx_defaults (not built and not on PATH; build it: make -C workloads)" in str(e.value)
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "scx_defaults").write_text("#!/bin/sh\n")
+    assert host.sched_binaries(specs("scx_defaults")) == {"scx_defaults": str(tmp_path / "workloads" / "scx_defaults")}
     # a peer on PATH (not the lab's pinned build) is used, and waited for by its plain ops name
     (tmp_path / "scx_rusty").write_text("#!/bin/sh\n")
     (tmp_path / "scx_rusty").chmod(0o755)

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Loader of scx_defaults (defaults.bpf.c): attach the empty sched_ext_ops, stay until SIGINT or SIGTERM, detach.
+ * Exit codes: 0 detached on a signal; 1 could not load or attach; 2 the kernel disabled the scheduler.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+
+/* The BPF object, built beside this file and embedded here (see the Makefile). */
+extern const char defaults_bpf_obj[], defaults_bpf_obj_end[];
+__asm__(".section .rodata\n.balign 8\n.global defaults_bpf_obj\ndefaults_bpf_obj:\n"
+	".incbin \"" BPF_OBJ "\"\n.global defaults_bpf_obj_end\ndefaults_bpf_obj_end:\n.previous\n");
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+/* The kernel's sched_ext state: "enabled" while a BPF scheduler runs. */
+static int sched_ext_enabled(void)
+{
+	char buf[32] = "";
+	FILE *f = fopen("/sys/kernel/sched_ext/state", "r");
+
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	return strncmp(buf, "enabled", 7) == 0;
+}
+
+int main(void)
+{
+	struct bpf_object *obj;
+	struct bpf_map *ops;
+	struct bpf_link *link;
+	int err, rc = 0;
+
+	obj = bpf_object__open_mem(defaults_bpf_obj, defaults_bpf_obj_end - defaults_bpf_obj, NULL);
+	if (!obj) {
+		fprintf(stderr, "scx_defaults: cannot open the BPF object: %s\n", strerror(errno));
+		return 1;
+	}
+	err = bpf_object__load(obj);
+	if (err) {
+		fprintf(stderr, "scx_defaults: cannot load the BPF object: %s\n", strerror(-err));
+		return 1;
+	}
+	ops = bpf_object__find_map_by_name(obj, "defaults_ops");
+	link = ops ? bpf_map__attach_struct_ops(ops) : NULL;
+	if (!link) {
+		fprintf(stderr, "scx_defaults: cannot attach sched_ext_ops: %s\n", strerror(errno));
+		bpf_object__close(obj);
+		return 1;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	printf("scx_defaults: attached (sched_ext with no callbacks)\n");
+	fflush(stdout);
+	sleep(1);
+	while (!stop) {
+		if (!sched_ext_enabled()) {
+			fprintf(stderr, "scx_defaults: the kernel disabled the scheduler (see the kernel log)\n");
+			rc = 2;
+			break;
+		}
+		sleep(1);
+	}
+	bpf_link__destroy(link);
+	bpf_object__close(obj);
+	return rc;
+}
