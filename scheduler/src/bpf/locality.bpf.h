@@ -68,7 +68,7 @@ extern const volatile u16 node_cpus[MAX_CPUS];
 extern u64 vtime_now[MAX_CPUS];
 extern u8 cpu_is_online[MAX_CPUS];
 extern u32 nr_offline;
-extern u8 overloaded[MAX_CPUS];
+extern u32 overloaded[MAX_CPUS];	/* pull.bpf.c */
 extern u32 rotor[MAX_CPUS];
 
 /* what each CPU last did, written only by that CPU (ops.running, ops.dispatch) */

@@ -153,17 +153,6 @@ u64 vtime_now[MAX_CPUS];		/* per-CPU clock: max vtime started there */
 u8 cpu_is_online[MAX_CPUS];
 u32 nr_offline;				/* possible CPUs currently offline */
 
-/*
- * overloaded[cpu]: the CPU's DSQ had a task that other CPUs may run
- * queued behind a running one. A hint for stealers (Sistare's overload
- * mask), set in ops.enqueue and refreshed whenever someone looks at that
- * DSQ (cleared when it is empty). Pinned tasks have their own DSQ and
- * never set it. Races only make it stale:
- * a stale 1 costs one short DSQ walk; a stale 0 delays stealing until the
- * next insert there. Neither strands a task: the owner drains its own DSQ
- * regardless, and offline CPUs' DSQs are drained without the hint.
- */
-u8 overloaded[MAX_CPUS];
 u32 rotor[MAX_CPUS];			/* per-CPU scan start rotation */
 
 /*
@@ -417,7 +406,7 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 
 	if (!is_idle && p->nr_cpus_allowed > 1) {
 		/* queued behind a running task: advertise it to stealers */
-		overloaded[cpu & CPU_MASK] = 1;
+		pull_mark_overloaded(cpu);
 		pull_kick_stealer(p, cpu);
 	}
 	/*
@@ -494,10 +483,10 @@ void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 		d->local_moves++;
 		stat_inc(STAT_DISPATCH_LOCAL);
 		if (!scx_bpf_dsq_nr_queued(cpu))
-			overloaded[cpu & CPU_MASK] = 0;
+			pull_clear_overloaded(cpu);
 		return;
 	}
-	overloaded[cpu & CPU_MASK] = 0;
+	pull_clear_overloaded(cpu);
 
 	prev_runnable = prev && (prev->scx.flags & SCX_TASK_QUEUED);
 	if (pull_steal(cpu, prev_runnable)) {

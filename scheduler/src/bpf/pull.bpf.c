@@ -34,9 +34,10 @@
  *
  * Origin: the stealing half of Steve Sistare's 2018 CFS rework (steal a task
  * from an overloaded CPU of the same LLC when going idle, found through a
- * sparse overload mask). Here the overload mask is a per-CPU byte array
- * (overloaded[]), the hierarchy is extended to SMT and node levels, and the
- * queues are sched_ext DSQs.
+ * sparse overload mask). Here the overload mask is a per-CPU array
+ * (overloaded[]) with a count of its set entries per LLC and per node, so
+ * a level without an overloaded CPU is skipped unread; the hierarchy is
+ * extended to SMT and node levels, and the queues are sched_ext DSQs.
  *
  * Cache-aware (cache.bpf.c): between levels 2 and 3 an aggregation level
  * steals tasks of the node's other LLCs whose process prefers this CPU's
@@ -61,6 +62,58 @@
 #include "home.bpf.h"
 #include "numa.bpf.h"
 #include "decide.bpf.h"
+
+/*
+ * overloaded[cpu]: the CPU's DSQ had a task that other CPUs may run
+ * queued behind a running one. A hint for stealers (Sistare's overload
+ * mask), set in ops.enqueue and refreshed whenever someone looks at that
+ * DSQ (cleared when it is empty). Pinned tasks have their own DSQ and
+ * never set it. Races only make it stale:
+ * a stale 1 costs one short DSQ walk; a stale 0 delays stealing until the
+ * next insert there. Neither strands a task: the owner drains its own DSQ
+ * regardless, and offline CPUs' DSQs are drained without the hint.
+ *
+ * nr_over_llc[] / nr_over_node[] count the CPUs whose hint is set, kept
+ * exact by changing a hint only with a compare-and-swap. They are what
+ * makes the search cheap when nothing is overloaded, as Sistare's mask
+ * is: a CPU going idle skips every level that has no overloaded CPU
+ * instead of reading each CPU's hint (at light load, the common case).
+ */
+u32 overloaded[MAX_CPUS];
+u32 nr_over_llc[MAX_LLCS];
+u32 nr_over_node[MAX_NODES];
+
+__hidden void pull_mark_overloaded(s32 cpu)
+{
+	u32 c = cpu & CPU_MASK;
+
+	if (READ_ONCE(overloaded[c]) || __sync_val_compare_and_swap(&overloaded[c], 0, 1) != 0)
+		return;
+	__sync_fetch_and_add(&nr_over_llc[cpu_llc[c] & LLC_MASK], 1);
+	__sync_fetch_and_add(&nr_over_node[cpu_node[c] & NODE_MASK], 1);
+}
+
+__hidden void pull_clear_overloaded(s32 cpu)
+{
+	u32 c = cpu & CPU_MASK;
+
+	if (!READ_ONCE(overloaded[c]) || __sync_val_compare_and_swap(&overloaded[c], 1, 0) != 1)
+		return;
+	__sync_fetch_and_sub(&nr_over_llc[cpu_llc[c] & LLC_MASK], 1);
+	__sync_fetch_and_sub(&nr_over_node[cpu_node[c] & NODE_MASK], 1);
+}
+
+/* overloaded CPUs of other nodes than @n, from the counts (a hint) */
+static __always_inline bool over_elsewhere(u32 n)
+{
+	u32 i, sum = 0;
+
+	bpf_for(i, 0, nr_nodes) {
+		if (i != n)
+			sum += READ_ONCE(nr_over_node[i & NODE_MASK]);
+	}
+	return sum > 0;
+}
 
 /* steal_from() flags */
 #define STEAL_PINNED	8	/* scan the victim's pinned DSQ (offline drain) */
@@ -169,11 +222,11 @@ static __always_inline bool try_victim(s32 cpu, s32 victim, u32 min_queued,
 		return false;
 	if (steal_from(cpu, victim, flags)) {
 		if (!scx_bpf_dsq_nr_queued(victim))
-			overloaded[v] = 0;
+			pull_clear_overloaded(victim);
 		return true;
 	}
 	if (!scx_bpf_dsq_nr_queued(victim))
-		overloaded[v] = 0;
+		pull_clear_overloaded(victim);
 	return false;
 }
 
@@ -317,23 +370,28 @@ __hidden bool pull_steal(s32 cpu, bool prev_runnable)
 	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c];
 	u32 min_q = prev_runnable ? 2 : 1;
 
+	/* each level is searched only if its counts show an overloaded CPU */
+	bool in_llc = l < MAX_LLCS && READ_ONCE(nr_over_llc[l & LLC_MASK]);
+	bool in_node = n < MAX_NODES &&
+		       READ_ONCE(nr_over_node[n & NODE_MASK]) > READ_ONCE(nr_over_llc[l & LLC_MASK]);
+
 	if (!no_steal) {
-		if (steal_smt(cpu, min_q))
+		if (in_llc && steal_smt(cpu, min_q))
 			return true;
-		if (l < MAX_LLCS &&
+		if (in_llc &&
 		    steal_list(cpu, llc_off[l], llc_off[l + 1], LIST_LLC, min_q))
 			return true;
 		/* cache-aware: first tasks of the node that prefer our LLC */
-		if (cache_aware && n < MAX_NODES &&
+		if (cache_aware && in_node &&
 		    steal_list(cpu, node_off[n], node_off[n + 1], LIST_AGGR, min_q))
 			return true;
-		if (n < MAX_NODES &&
+		if (in_node &&
 		    steal_list(cpu, node_off[n], node_off[n + 1], LIST_NODE, min_q))
 			return true;
 	}
 	if (nr_offline && steal_offline(cpu))
 		return true;
-	if (!no_steal && steal_remote(cpu, min_q))
+	if (!no_steal && over_elsewhere(n) && steal_remote(cpu, min_q))
 		return true;
 	return false;
 }

@@ -12,5 +12,7 @@ bool pull_steal(s32 cpu, bool prev_runnable);
 s32 pull_claim_near(struct task_struct *p, s32 victim);
 void pull_kick_stealer(struct task_struct *p, s32 victim);
 void pull_kick_any_near(s32 victim);
+void pull_mark_overloaded(s32 cpu);
+void pull_clear_overloaded(s32 cpu);
 
 #endif /* __LOCALITY_PULL_BPF_H */
