@@ -10,6 +10,7 @@
 """
 import io
 import json
+import math
 import re
 import subprocess
 
@@ -88,7 +89,9 @@ def test_budget_holds_numa2():
     for (t0, p0), (t1, p1) in zip(samples, samples[1:]):
         mb = (p1 - p0) * 4096 / 2**20
         rates.append(mb / (t1 - t0))
-        assert mb <= BUDGET_MBPS * (t1 - t0) + worst_call_mb, f"{mb:.1f} MB in {t1 - t0:.2f} s: {samples}"
+        # the budget is a sliding one-second window: an interval of dt s is covered by ceil(dt) such windows
+        # (on a slow host the sampler's interval is 1.3 s, which two full windows of moves can fall into)
+        assert mb <= BUDGET_MBPS * math.ceil(t1 - t0) + worst_call_mb, f"{mb:.1f} MB in {t1 - t0:.2f} s: {samples}"
     assert st["memory_peak_mbps"] <= BUDGET_MBPS
     assert st["memory_budget_mbps"] == BUDGET_MBPS
     # the budget was binding: it moved, at about the budget, for several seconds

@@ -23,8 +23,8 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-/* The kernel's sched_ext state: "enabled" while a BPF scheduler runs. */
-static int sched_ext_enabled(void)
+/* The kernel's sched_ext state: "enabling", then "enabled" while a BPF scheduler runs. */
+static int sched_ext_running(void)
 {
 	char buf[32] = "";
 	FILE *f = fopen("/sys/kernel/sched_ext/state", "r");
@@ -34,7 +34,7 @@ static int sched_ext_enabled(void)
 	if (!fgets(buf, sizeof(buf), f))
 		buf[0] = '\0';
 	fclose(f);
-	return strncmp(buf, "enabled", 7) == 0;
+	return strncmp(buf, "enabled", 7) == 0 || strncmp(buf, "enabling", 8) == 0;
 }
 
 int main(void)
@@ -65,9 +65,8 @@ int main(void)
 	signal(SIGTERM, on_signal);
 	printf("scx_defaults: attached (sched_ext with no callbacks)\n");
 	fflush(stdout);
-	sleep(1);
 	while (!stop) {
-		if (!sched_ext_enabled()) {
+		if (!sched_ext_running()) {
 			fprintf(stderr, "scx_defaults: the kernel disabled the scheduler (see the kernel log)\n");
 			rc = 2;
 			break;
