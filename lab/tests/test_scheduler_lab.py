@@ -23,7 +23,7 @@ def final_stats(sched_log):
 
 def test_soak_fast_numa2():
     """Every reliability case (stress, hotplug, cgroups, FIFO hog, pinning, nice, start/stop, kill -9)."""
-    # pytest's limit is above the lab's own (boot + the cases' budgets + scheduler starts, about 31 min), so
+    # pytest's limit is above the lab's own (boot + the cases' budgets + scheduler starts, about 41 min), so
     # that a hung case or guest is reported by the lab, with its console's last lines, not cut off here.
     r = subprocess.run([LAB, "soak", "--machine", "numa2", "--fast", "--no-build"], capture_output=True,
                        text=True, timeout=2700)
