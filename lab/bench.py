@@ -261,8 +261,8 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
         c = {"case": case.id, "label": case.label, "params": case.params, "status": "not-run", "rc": None,
              "error": None, "elapsed_s": None, "figures": {f.name: None for f in figures},
              "locality": None, "residency": None, "colocation": None, "process_llc": None, "bpf_cost": None,
-             "idle_queued": None, "files": {}}
-        for kind in ("out", "tasks", "cpu", "ticks", "bpf"):
+             "interrupts": None, "idle_queued": None, "files": {}}
+        for kind in ("out", "tasks", "cpu", "ticks", "bpf", "irq"):
             src = result.files.get(f"{tag}.{kind}")
             if src and Path(src).exists():
                 dest = raw_dir / f"{tag}.{kind}"
@@ -270,6 +270,8 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
                 c["files"][kind] = _rel(dest, out)
         if "bpf" in c["files"]:
             c["bpf_cost"] = samples.parse_bpfcost((out / c["files"]["bpf"]).read_text(errors="replace"))
+        if "irq" in c["files"]:
+            c["interrupts"] = samples.parse_interrupts((out / c["files"]["irq"]).read_text(errors="replace"))
         if "out" not in c["files"]:
             c["error"] = (step["start_error"] and f"{spec.label} did not start: {step['start_error']}") or \
                 ("the guest was killed (timeout)" if result.timed_out else "no output came back")

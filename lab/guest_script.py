@@ -4,7 +4,8 @@
 Each case of the step runs under workloads/locsample, which records where the benchmark's tasks ran; its output
 (ended by a "lab-bench-rc: N" line with the exit status, read back by RESULT_RE) and locsample's files go to the
 host with lab_put_file. workloads/bpfcost snapshots the BPF run time of the scheduler's callbacks before and after
-each case (it turns kernel.bpf_stats_enabled on; nothing is counted under EEVDF, which runs no BPF).
+each case (it turns kernel.bpf_stats_enabled on; nothing is counted under EEVDF, which runs no BPF); /proc/interrupts is
+snapshotted the same way, for the interrupts (IPIs among them) each scheduler causes.
 "lab-bench: step-begin / case-begin / case-end" lines on the console mark the progress.
 `bin/lab bench --host` runs the same script on the host itself (lab/host.py), with the host's paths.
 """
@@ -36,14 +37,16 @@ def step_command(cases: list[benchfile.Case], step: int, header: str, place: run
         tag = case_tag(step, j)
         base = f"{work}/{tag}"
         limit = int(max(1, c.timeout_s))
-        kinds = ["out", "tasks", "cpu", "bpf"] + (["ticks"] if c.ticks else [])
+        kinds = ["out", "tasks", "cpu", "bpf", "irq"] + (["ticks"] if c.ticks else [])
         lines += [
             f"echo 'lab-bench: case-begin {step} {j}'",
             f"{{ echo begin; bpfcost -e; }} > {base}.bpf 2>&1",
+            f"{{ echo begin; cat /proc/interrupts; }} > {base}.irq 2>&1",
             f"locsample -i {SAMPLE_MS} -m {SCHED_MS} -s {CPUSTAT_MS} -b {SAMPLER_BUDGET_PCT} -t {limit}"
             f"{' -k' if c.ticks else ''} -o {base} -- "
             f"/bin/sh -c {shlex.quote(c.command)} > {base}.out 2>&1",
             f"echo \"lab-bench-rc: $?\" >> {base}.out",
+            f"{{ echo end; cat /proc/interrupts; }} >> {base}.irq 2>&1",
             f"{{ echo end; bpfcost; }} >> {base}.bpf 2>&1",
             f"cat {base}.out",
         ] + [f"lab_put_file {tag}.{k} {base}.{k}" for k in kinds] + [

@@ -422,6 +422,49 @@ def bpf_cost_rows(results: dict, bench: str, labels: list[str]) -> tuple[list[st
     return cols, per
 
 
+IRQ_MAIN = ("RES", "CAL", "IWI", "LOC", "TLB")
+
+
+def interrupt_rows(results: dict, bench: str, labels: list[str]) -> tuple[list[str], dict]:
+    """Per scheduler and /proc/interrupts row (IRQ_MAIN): interrupts per second of the benchmark's case run
+    time, pooled over cases and runs, and the lowest and highest per-run rate."""
+    per: dict[str, dict] = {}
+    for r in results.get("runs", []):
+        for st in r["steps"]:
+            if st["bench"] != bench:
+                continue
+            counts: dict[str, int] = {}
+            secs = 0.0
+            for c in st["cases"]:
+                if not c.get("interrupts") or not c.get("elapsed_s"):
+                    continue
+                secs += c["elapsed_s"]
+                for row in IRQ_MAIN:
+                    counts[row] = counts.get(row, 0) + c["interrupts"].get(row, 0)
+            if not secs:
+                continue
+            agg = per.setdefault(st["sched"], {"secs": 0.0, "rows": {}})
+            agg["secs"] += secs
+            for row, n in counts.items():
+                a = agg["rows"].setdefault(row, {"count": 0, "per_run": []})
+                a["count"] += n
+                a["per_run"].append(n / secs)
+    return [s for s in labels if s in per], per
+
+
+def interrupt_table(cols: list[str], per: dict) -> str:
+    lines = ["| interrupts per second, all CPUs (lowest-highest run) | " + " | ".join(f"`{s}`" for s in cols) +
+             " |", "|---|" + "---:|" * len(cols)]
+    for row in IRQ_MAIN:
+        cells = []
+        for s in cols:
+            a = per[s]["rows"].get(row)
+            cells.append(f"{a['count'] / per[s]['secs']:,.0f} ({min(a['per_run']):,.0f}-{max(a['per_run']):,.0f})"
+                         if a else "")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def bpf_cost_table(cols: list[str], per: dict) -> str:
     seen = {cb for s in cols for cb in per[s]["cb"]}
     order = [cb for cb in BPF_COST_MAIN if cb in seen] + sorted(seen - set(BPF_COST_MAIN))
@@ -575,6 +618,13 @@ METHOD = [
     "times are the guest's: under TCG they are many times native ones and include moments the host "
     "descheduled the vCPU, so compare schedulers within one report, not with figures from real hardware. "
     "*Share of the CPUs*: all callbacks' run time over the cases' run time times the CPUs.",
+    "- Interrupts: /proc/interrupts is read before and after each case; each named row (RES: rescheduling IPIs, "
+    "which wake an idle CPU or make a busy one pick again; CAL: function-call IPIs, among them the wake-ups the "
+    "kernel queues on the target CPU; IWI: irq-work interrupts, which sched_ext raises on the kicking CPU for "
+    "every scx_bpf_kick_cpu(); LOC: local timer ticks; TLB: shootdowns) is summed over the CPUs and divided by "
+    "the cases' run time, pooled over cases and runs; the range is the lowest and highest run. They count the "
+    "whole guest during the case, not only the benchmark's tasks. Under TCG every interrupt is emulated, and "
+    "a halted vCPU woken by one has to be scheduled again by the host.",
     "- Utilisation heatmaps: per-CPU busy share from /proc/stat every {cpustat_ms} ms, CPUs ordered by node, "
     "LLC and core.",
 ]
@@ -662,6 +712,9 @@ def write_report(out: Path) -> Path:
         if bcols:
             lines += [f"### {bname}: cost of the scheduler's decisions (BPF run time per callback)", "",
                       bpf_cost_table(bcols, bper), ""]
+        icols, iper = interrupt_rows(results, bname, labels)
+        if icols:
+            lines += [f"### {bname}: interrupts during the cases", "", interrupt_table(icols, iper), ""]
         p = plots.cpu_heatmap(results, out, bname)
         if p:
             pngs.append(p)

@@ -405,6 +405,30 @@ def parse_bpfcost(text: str) -> dict[str, dict[str, int]] | None:
     return out or None
 
 
+def parse_interrupts(text: str) -> dict[str, int] | None:
+    """Two /proc/interrupts snapshots around a case ("begin" line, table, "end" line, table) -> {row: count} of
+    the rows named by the kernel (RES rescheduling IPIs, CAL function-call IPIs, IWI irq-work interrupts, LOC
+    local timer, TLB shootdowns, ...), summed over CPUs, that the case saw. Numbered device lines are left out:
+    their counts are per device, not per scheduling event. None without both snapshots."""
+    snaps: dict[str, dict[str, int]] = {}
+    cur = None
+    for line in text.splitlines():
+        w = line.split()
+        if w and w[0] in ("begin", "end") and len(w) == 1:
+            cur = snaps.setdefault(w[0], {})
+        elif cur is not None and len(w) >= 2 and w[0].endswith(":") and not w[0][:-1].isdigit():
+            # one count per CPU, then a description that may hold numbers of its own: stop at its first word
+            total = 0
+            for x in w[1:]:
+                if not x.isdigit():
+                    break
+                total += int(x)
+            cur[w[0][:-1]] = total
+    if "begin" not in snaps or "end" not in snaps:
+        return None
+    return {k: v - snaps["begin"].get(k, 0) for k, v in snaps["end"].items() if v - snaps["begin"].get(k, 0) >= 0}
+
+
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 

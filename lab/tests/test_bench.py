@@ -149,8 +149,11 @@ def test_step_command_runs_every_case_under_the_sampler(tmp_path):
     assert cmd.startswith(". /lab/lib.sh")
     assert cmd.count("locsample ") == 4
     assert "-t 30 -o /tmp/lb/s2c0 -- /bin/sh -c 'prog --alpha -n 1 -x 7'" in cmd
-    for kind in ("out", "tasks", "cpu", "bpf"):
+    for kind in ("out", "tasks", "cpu", "bpf", "irq"):
         assert f"lab_put_file s2c3.{kind} /tmp/lb/s2c3.{kind}" in cmd
+    # interrupts: /proc/interrupts before and after the case
+    assert cmd.index("{ echo begin; cat /proc/interrupts; } > /tmp/lb/s2c0.irq") < cmd.index("-o /tmp/lb/s2c0 --") < \
+        cmd.index("{ echo end; cat /proc/interrupts; } >> /tmp/lb/s2c0.irq")
     # BPF cost: stats switched on and a snapshot taken before the case, another after it
     assert cmd.index("{ echo begin; bpfcost -e; } > /tmp/lb/s2c0.bpf") < cmd.index("-o /tmp/lb/s2c0 --") < \
         cmd.index("{ echo end; bpfcost; } >> /tmp/lb/s2c0.bpf")
@@ -340,6 +343,32 @@ prog 41 locality_dispat run_cnt 10 run_time_ns 9000
 prog 42 locality_init_t run_cnt 5 run_time_ns 700
 prog 43 locality_enqueu run_cnt 7 run_time_ns 700
 """
+
+
+INTERRUPTS = """begin
+            CPU0       CPU1
+   1:          9          0   IO-APIC   1-edge      i8042
+ LOC:       1000       2000   Local timer interrupts
+ RES:         10         20   Rescheduling interrupts
+ IWI:          0          0   IRQ work interrupts
+ ERR:          0
+ RTR:          5          5   APIC ICR read retries
+end
+            CPU0       CPU1
+   1:         99          0   IO-APIC   1-edge      i8042
+ LOC:       1500       2600   Local timer interrupts
+ RES:         15         45   Rescheduling interrupts
+ IWI:          7          0   IRQ work interrupts
+ ERR:          0
+ RTR:          5          5   APIC ICR read retries
+"""
+
+
+def test_parse_interrupts_sums_named_rows_over_cpus():
+    # numbered device lines left out; a description's own words (and numbers) are not counts
+    assert samples.parse_interrupts(INTERRUPTS) == {"LOC": 1100, "RES": 30, "IWI": 7, "ERR": 0, "RTR": 0}
+    assert samples.parse_interrupts("begin\n LOC: 1 2 Local timer interrupts\n") is None   # no end snapshot
+    assert samples.parse_interrupts("") is None
 
 
 def test_parse_bpfcost_takes_the_difference_per_callback():

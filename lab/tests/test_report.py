@@ -21,9 +21,10 @@ def cpu_file(busy_share):
     return "\n".join(lines) + "\n"
 
 
-def case(cid, label, figs, status="ok", loc=None, resid=None, files=None, error=None, bpf=None, iq=None):
+def case(cid, label, figs, status="ok", loc=None, resid=None, files=None, error=None, bpf=None, iq=None,
+         irq=None):
     return {"case": cid, "label": label, "params": {}, "status": status, "rc": 0 if status == "ok" else 1,
-            "bpf_cost": bpf,
+            "bpf_cost": bpf, "interrupts": irq,
             "error": error, "elapsed_s": 2.0, "figures": figs, "locality": loc, "residency": resid,
             "idle_queued": iq, "files": files or {},
             "sampler": {"ticks": 20, "busy_ms": 100, "stat_us": 20000, "rq_ms": 100}}  # 120 ms of 2 s: 6%
@@ -70,7 +71,8 @@ def out(tmp_path):
                                files={"cpu": f"raw/run1/s{i}c0.cpu"} if r == 1 else {},
                                bpf=({"select_cpu": {"calls": 100 * r, "ns": 100000 * r * r}}
                                     if s == "scx_locality" else None),
-                               iq=iq(3.0 * r, 5.0 * r) if s == "eevdf" else iq(2.0, 4.0)),
+                               iq=iq(3.0 * r, 5.0 * r) if s == "eevdf" else iq(2.0, 4.0),
+                               irq={"RES": 100 * r if s == "eevdf" else 300, "LOC": 500, "NMI": 1}),
                           case("tb-B", "B", {"t": v["B"][0], "r": v["B"][1]}, loc=loc(0, 0, 100),
                                iq=iq(1.0, 1.0) if s == "eevdf" else None)]})
         steps.append({"step": 2, "bench": "tb", "sched": "scx_bad", "started": False,
@@ -206,6 +208,19 @@ def test_bpf_cost_per_call_pooled_over_runs(out):
     assert per["scx_locality"]["cpu_share"] == pytest.approx(100 * 500e-6 / (4.0 * 4))
     table = report.bpf_cost_table(cols, per)
     assert "| select_cpu | 1,667 (1,000-2,000; 75/s) |" in table
+
+
+def test_interrupts_per_second_pooled_over_runs(out):
+    results = report.load(out)
+    cols, per = report.interrupt_rows(results, "tb", ["eevdf", "scx_locality", "scx_bad"])
+    assert cols == ["eevdf", "scx_locality"]   # EEVDF has interrupts too; scx_bad never ran a case
+    # eevdf RES: 100 then 200 over 2 s of case A per run (case B has no snapshot): 75/s pooled, 50-100 per run
+    assert per["eevdf"]["rows"]["RES"] == {"count": 300, "per_run": [50.0, 100.0]}
+    table = report.interrupt_table(cols, per)
+    assert "| RES | 75 (50-100) | 150 (150-150) |" in table
+    assert "| LOC | 250 (250-250) | 250 (250-250) |" in table
+    assert "NMI" not in table and "| IWI | 0 (0-0) | 0 (0-0) |" in table
+    assert "### tb: interrupts during the cases" in report.write_report(out).read_text()
 
 
 def test_cpu_utilisation_matrix():

@@ -9,13 +9,68 @@
  *
  * The lab runs it as the floor of sched_ext: what the framework costs before any policy. A gap between EEVDF
  * and every sched_ext scheduler that scx_defaults shows too is the framework's (or the emulator's), not a policy.
+ *
+ * With --callbacks the loader attaches callbacks_ops instead: the same policy, written out as BPF callbacks
+ * (select_cpu asks the kernel's idle search, enqueue feeds the global FIFO, running, stopping and tick do
+ * nothing). Between the two lies the cost of calling BPF on every wake-up, switch and tick, and nothing else:
+ * what any BPF scheduler pays before its own policy does any work.
  */
 #include <vmlinux.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 
 char _license[] SEC("license") = "GPL";
+
+/* kfuncs; the insert is the kernel's "scx_bpf_dsq_insert___v2" (6.19 and later, returns whether it inserted) */
+s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags, bool *is_idle) __ksym;
+bool scx_bpf_dsq_insert___v2___dfl(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym;
 
 SEC(".struct_ops.link")
 struct sched_ext_ops defaults_ops = {
 	.name = "defaults",
+};
+
+/* The kernel's idle pick; an idle CPU found is claimed, so the task goes straight to its local DSQ. */
+SEC("struct_ops/cb_select_cpu")
+s32 BPF_PROG(cb_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+	bool is_idle = false;
+	s32 cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+
+	if (is_idle)
+		scx_bpf_dsq_insert___v2___dfl(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, 0);
+	return cpu;
+}
+
+/* No idle CPU: the global FIFO, as without an enqueue callback. */
+SEC("struct_ops/cb_enqueue")
+void BPF_PROG(cb_enqueue, struct task_struct *p, u64 enq_flags)
+{
+	scx_bpf_dsq_insert___v2___dfl(p, SCX_DSQ_GLOBAL, SCX_SLICE_DFL, enq_flags);
+}
+
+/* The three calls every context switch and tick makes into a scheduler that keeps accounts. */
+SEC("struct_ops/cb_running")
+void BPF_PROG(cb_running, struct task_struct *p)
+{
+}
+
+SEC("struct_ops/cb_stopping")
+void BPF_PROG(cb_stopping, struct task_struct *p, bool runnable)
+{
+}
+
+SEC("struct_ops/cb_tick")
+void BPF_PROG(cb_tick, struct task_struct *p)
+{
+}
+
+SEC(".struct_ops.link")
+struct sched_ext_ops callbacks_ops = {
+	.select_cpu = (void *)cb_select_cpu,
+	.enqueue = (void *)cb_enqueue,
+	.running = (void *)cb_running,
+	.stopping = (void *)cb_stopping,
+	.tick = (void *)cb_tick,
+	.name = "defaults_callbacks",
 };

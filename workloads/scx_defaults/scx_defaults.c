@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Loader of scx_defaults (defaults.bpf.c): attach the empty sched_ext_ops, stay until SIGINT or SIGTERM, detach.
- * Exit codes: 0 detached on a signal; 1 could not load or attach; 2 the kernel disabled the scheduler.
+ *   scx_defaults [--callbacks]
+ * --callbacks attaches the same policy written as BPF callbacks (ops name "defaults_callbacks"), to measure what
+ * calling BPF costs.
+ * Exit codes: 0 detached on a signal; 1 could not load or attach (or a wrong argument); 2 the kernel disabled
+ * the scheduler.
  */
 #include <errno.h>
 #include <signal.h>
@@ -37,24 +41,37 @@ static int sched_ext_running(void)
 	return strncmp(buf, "enabled", 7) == 0 || strncmp(buf, "enabling", 8) == 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct bpf_object *obj;
-	struct bpf_map *ops;
+	struct bpf_map *ops, *unused;
 	struct bpf_link *link;
+	const char *use = "defaults_ops", *skip = "callbacks_ops";
 	int err, rc = 0;
+
+	if (argc == 2 && strcmp(argv[1], "--callbacks") == 0) {
+		use = "callbacks_ops";
+		skip = "defaults_ops";
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: scx_defaults [--callbacks]\n");
+		return 1;
+	}
 
 	obj = bpf_object__open_mem(defaults_bpf_obj, defaults_bpf_obj_end - defaults_bpf_obj, NULL);
 	if (!obj) {
 		fprintf(stderr, "scx_defaults: cannot open the BPF object: %s\n", strerror(errno));
 		return 1;
 	}
+	/* only the chosen ops are created; the other's programs are then not loaded either */
+	unused = bpf_object__find_map_by_name(obj, skip);
+	if (unused)
+		bpf_map__set_autocreate(unused, false);
 	err = bpf_object__load(obj);
 	if (err) {
 		fprintf(stderr, "scx_defaults: cannot load the BPF object: %s\n", strerror(-err));
 		return 1;
 	}
-	ops = bpf_object__find_map_by_name(obj, "defaults_ops");
+	ops = bpf_object__find_map_by_name(obj, use);
 	link = ops ? bpf_map__attach_struct_ops(ops) : NULL;
 	if (!link) {
 		fprintf(stderr, "scx_defaults: cannot attach sched_ext_ops: %s\n", strerror(errno));
@@ -63,7 +80,8 @@ int main(void)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("scx_defaults: attached (sched_ext with no callbacks)\n");
+	printf("scx_defaults: attached (%s)\n", strcmp(use, "defaults_ops") == 0 ?
+	       "sched_ext with no callbacks" : "the built-in policy as BPF callbacks");
 	fflush(stdout);
 	while (!stop) {
 		if (!sched_ext_running()) {
