@@ -265,6 +265,12 @@ def _family(label: str) -> str:
     return label.split(":", 1)[0]
 
 
+def _is_peer(label: str) -> bool:
+    """A published sched_ext scheduler (one lab/schedulers.toml builds from a crate): not EEVDF, not ours, not a
+    reference built here such as scx_defaults, the sched_ext floor."""
+    return bool(run.registry().get(_family(label), {}).get("crate"))
+
+
 def figure_rows(results: dict, labels: list[str]) -> list[dict]:
     """Every (benchmark, case, figure) of one bench folder with its per-scheduler statistics."""
     rows = []
@@ -289,7 +295,7 @@ def figure_rows(results: dict, labels: list[str]) -> list[dict]:
                 have = [s for s in labels if cells[s]["mean"] is not None]
                 pick = (max if hib else min)
                 best = pick(have, key=lambda s: cells[s]["mean"]) if have else None
-                peers = [s for s in have if s != labels[0] and _family(s) != OURS]
+                peers = [s for s in have if s != labels[0] and _is_peer(s)]
                 best_peer = pick(peers, key=lambda s: cells[s]["mean"]) if peers else None
                 ours = next((s for s in labels if _family(s) == OURS and cells[s]["mean"] is not None), None)
                 vs_peer = None
@@ -453,8 +459,9 @@ def write_page(out: Path, page: Path) -> Path:
              f"- reading a cell: mean over runs (Hmean for rates, Amean for times, as mmtests), `±` its coefficient "
              f"of variation, then the difference to `{BASELINE}` in percent, positive when better; `*` marks "
              f"p < {ALPHA} in mmtests' two-sample t-test (lab/stats.py); the best scheduler of a row is in bold. "
-             f"The last column compares scx_locality with the best peer of the row (the best sched_ext scheduler "
-             "other than ours) with the same test.",
+             f"The last column compares scx_locality with the best peer of the row (the best published sched_ext "
+             "scheduler; not scx_defaults, the sched_ext floor: the kernel's built-in policy with no callbacks) with "
+             "the same test.",
              f"- figures per run, the schedulers' logs and per-benchmark reports with plots: the bench folders under "
              f"the matrix's output folder; every figure of this page is also in [{rel}/results.json]"
              f"({rel}/results.json)", ""]

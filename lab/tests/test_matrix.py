@@ -159,3 +159,11 @@ def test_placement_idle_while_queued_per_second(monkeypatch):
     assert rows[0]["cells"]["eevdf"]["iwq_node_ms_per_s"] == 25.0
     assert rows[0]["cells"]["eevdf"]["cross_node_per_s"] == 0.5
     assert rows[0]["cells"]["scx_locality"]["iwq_node_ms_per_s"] is None
+
+
+def test_only_published_schedulers_are_peers():
+    # the best-peer column compares us with published schedulers, not with the sched_ext floor built here
+    assert matrix._is_peer("scx_p2dq") and matrix._is_peer("scx_lavd:--performance")
+    assert not matrix._is_peer("scx_defaults") and not matrix._is_peer("scx_defaults:--callbacks")
+    assert not matrix._is_peer("scx_locality") and not matrix._is_peer("scx_locality_baseline")
+    assert not matrix._is_peer("eevdf")
