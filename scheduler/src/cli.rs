@@ -320,9 +320,10 @@ pub struct Opts {
 
     /// Period of the heartbeat timer (idle-while-queued estimate, load
     /// averages, rescue kicks), in microseconds. Each tick is a softirq on
-    /// one CPU, so shorter periods cost throughput (docs/decisions.md,
-    /// "Sampling timer period").
-    #[arg(long, alias = "iwq-period-us", default_value_t = 4000,
+    /// one CPU, so shorter periods cost throughput; the load averages decay
+    /// by elapsed time whatever the period (docs/decisions.md, "Heartbeat
+    /// period").
+    #[arg(long, alias = "iwq-period-us", default_value_t = 20000,
           value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
     pub heartbeat_us: u64,
 
@@ -537,7 +538,7 @@ mod tests {
     fn defaults() {
         let o = parse(&[]).unwrap();
         assert_eq!(o.slice_us, 5000);
-        assert_eq!(o.heartbeat_us, 4000);
+        assert_eq!(o.heartbeat_us, 20000);
         assert!(!o.no_steal && !o.no_idle_core && !o.steal_cross_node);
         assert!(o.stats.is_none() && o.monitor.is_none());
         assert_eq!(o.numa_mode(), NumaBalance::Upstream);

@@ -150,7 +150,7 @@ mod tests {
         let w = fill(&mut r, &opts, &topo);
         assert_eq!((r.nr_cpus, r.nr_llcs, r.nr_nodes), (4, 2, 2));
         assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
-        assert_eq!(r.iwq_period_ns, 4_000_000);
+        assert_eq!(r.iwq_period_ns, 20_000_000);
         assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle && r.idle_prev_first);
         assert!(!r.steal_cross_node && r.push_cross_node && r.wake_follow && r.wake_affine);
         assert!(!r.place_at_fork);

@@ -17,6 +17,8 @@ use crate::bpf_intf as intf;
 
 /// 1 task, or 1 busy CPU, in the rules' fixed point
 const ONE: u32 = 1 << intf::locality_consts_LOAD_SHIFT;
+#[cfg(test)]
+const LOAD_MAX: usize = intf::locality_consts_LOAD_MAX_STEPS as usize;
 
 /// The NUMA policy (numa_rules.h).
 mod numa {
@@ -85,6 +87,8 @@ mod numa {
         ) -> bool;
         fn rules_numa_util_add(u: *mut NumaTaskUtil, now: u64, used: u64);
         fn rules_numa_util_now(u: *const NumaTaskUtil, now: u64) -> u32;
+        fn rules_numa_load_steps(gap: u64) -> u32;
+        fn rules_numa_load_decay(old: u32, target: u32, steps: u32) -> u32;
         fn rules_numa_may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool;
         fn rules_numa_few_partners(waker_flips: i64, wakee_flips: i64, llc_cpus: u32) -> bool;
     }
@@ -128,6 +132,54 @@ mod numa {
     fn util_now(u: &NumaTaskUtil, now: u64) -> u32 {
         unsafe { rules_numa_util_now(u, now) }
     }
+    fn load_steps(gap: u64) -> u32 {
+        unsafe { rules_numa_load_steps(gap) }
+    }
+    fn load_decay(old: u32, target: u32, steps: u32) -> u32 {
+        unsafe { rules_numa_load_decay(old, target, steps) }
+    }
+
+    #[test]
+    fn load_decay_one_step_moves_an_eighth_of_the_distance_rounded_up() {
+        // the single-step rule the averages always had: ceil(distance / 8) towards the target
+        for (old, target) in [(0u32, 1024u32), (1024, 0), (1000, 1003), (5, 0), (1, 0), (700, 700)] {
+            let d = old.abs_diff(target);
+            let want = if target >= old { old + d.div_ceil(8) } else { old - d.div_ceil(8) };
+            assert_eq!(load_decay(old, target, 1), want, "{old} -> {target}");
+        }
+    }
+
+    #[test]
+    fn load_decay_over_several_steps_matches_stepping_them_one_by_one() {
+        // one sample after a gap of k steps moves the average as k samples of the same target would
+        for (old, target) in [(0u32, 4096u32), (8192, 1024), (3000, 0), (0, 1 << 20)] {
+            let mut v = old;
+            for k in 1..=LOAD_MAX as u32 {
+                v = load_decay(v, target, 1);
+                let once = load_decay(old, target, k);
+                // each single step rounds up by less than 1; the k-step form rounds (7/8)^k to 16 bits
+                let tol = k + (old.abs_diff(target) >> 12);
+                assert!(once.abs_diff(v) <= tol, "{old} -> {target}, {k} steps: {once} vs {v}");
+            }
+        }
+        // it reaches the target and never overshoots
+        let exact = 4096.0 * 0.875f64.powi(LOAD_MAX as i32);
+        assert!((load_decay(4096, 0, LOAD_MAX as u32) as f64 - exact).abs() <= 2.0);
+        assert_eq!(load_decay(10, 0, 32), 0);
+        assert!(load_decay(0, 4096, 20) <= 4096 && load_decay(4096, 0, 20) < 4096);
+    }
+
+    #[test]
+    fn load_steps_count_the_gap_in_whole_steps() {
+        let step = intf::locality_consts_LOAD_STEP_NS as u64;
+        assert_eq!(load_steps(0), 1); // the first sample: one step
+        assert_eq!(load_steps(step), 1);
+        assert_eq!(load_steps(5 * step), 5); // a 20 ms period
+        assert_eq!(load_steps(5 * step + step / 3), 5);
+        assert_eq!(load_steps(5 * step + step * 2 / 3), 6);
+        assert_eq!(load_steps(1000 * step), LOAD_MAX as u32); // held off for long: capped
+    }
+
     fn may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool {
         unsafe { rules_numa_may_cross(mode, xnode_at, now, interval_ns) }
     }

@@ -2,7 +2,7 @@
 /*
  * heartbeat.bpf.c - the periodic BPF timer (--heartbeat-us, iwq_period_ns)
  *
- * One timer, one CPU at a time, every iwq_period_ns (4 ms by default). Each
+ * One timer, one CPU at a time, every iwq_period_ns (20 ms by default). Each
  * tick:
  *   - samples every CPU's queue and idle state for the NUMA load averages
  *     and utilisation (numa_load_begin / numa_load_cpu / numa_load_end,
@@ -47,10 +47,11 @@ struct {
  * ignores affinity, but it is cheap: one pass over the CPUs and one over
  * the LLCs and nodes.
  *
- * Period (--heartbeat-us): 4 ms, one tick at 250 Hz. Every pass is a
- * softirq on one CPU, which slows whatever runs there (a netperf stream
- * end, in the lab); 1 ms cost more than 4 ms (docs/decisions.md,
- * "Sampling timer period").
+ * Period (--heartbeat-us): 20 ms. Every pass is a softirq on one CPU, which
+ * slows whatever runs there, and its cost grows with the CPUs it reads;
+ * the load averages it feeds decay by elapsed time (numa_rule_load_decay()),
+ * so the period sets how often they are sampled, not how fast they move
+ * (docs/decisions.md, "Heartbeat period").
  */
 static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 {
@@ -101,8 +102,9 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 			continue;
 		}
 		is_idle = bpf_cpumask_test_cpu(i, idle);
-		q = scx_bpf_dsq_nr_queued(i);	/* movable: what idle neighbours could run */
-		pq = scx_bpf_dsq_nr_queued(pinned_dsq(i));
+		/* movable (what idle neighbours could run) and pinned; none while flagged empty */
+		q = dsq_maybe_queued[c] ? scx_bpf_dsq_nr_queued(i) : 0;
+		pq = dsq_maybe_queued[c] ? scx_bpf_dsq_nr_queued(pinned_dsq(i)) : 0;
 		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | i);
 		idle_resync(i, is_idle, lq);
 		if (is_idle && (q > 0 || pq > 0)) {

@@ -111,9 +111,8 @@ __hidden s32 task_home(struct task_struct *p __arg_trusted, struct task_ctx *tct
 }
 
 /* 1. wake-up away from home: an idle CPU of the home node, else -1 */
-__hidden s32 home_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
+__hidden s32 home_wake_pick(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 prev_cpu)
 {
-	struct task_ctx *tctx = task_ctx(p);
 	s32 h = task_home(p, tctx), cpu;
 
 	if (h < 0 || (cpu_valid(prev_cpu) && cpu_node[prev_cpu & CPU_MASK] == (u32)h))

@@ -24,7 +24,7 @@ enum locality_consts {
 
 	/* default knobs, overridable from the command line */
 	DFL_SLICE_US	= 5000,
-	DFL_IWQ_PERIOD_US = 4000,	/* heartbeat timer period (one 250 Hz tick; see heartbeat.bpf.c) */
+	DFL_IWQ_PERIOD_US = 20000,	/* heartbeat timer period (see heartbeat.bpf.c) */
 	DFL_WAKE_GRAN_US = 0,		/* wake-up preemption off: see wake_preempt() */
 
 	/*
@@ -52,7 +52,9 @@ enum locality_consts {
 	NUMA_CLAIM_TRIES = 4,		/* new-program placement: choices made again after a lost claim */
 	TIMER_DUTY_PCT = 10,		/* the heartbeat timer's largest share of its CPU */
 	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
-	LOAD_DECAY_SHIFT = 3,		/* EWMA weight of a new sample: 1/8 (32 ms at 4 ms) */
+	LOAD_DECAY_SHIFT = 3,		/* EWMA weight of one step: 1/8 (8 steps: 32 ms) */
+	LOAD_STEP_NS	= 4000000,	/* decay step of the load averages, whatever the period */
+	LOAD_MAX_STEPS	= 32,		/* steps one sample may stand for (numa_rule_load_steps) */
 
 	/* cache-aware scheduling (cache.bpf.c, cache.rs) */
 	CACHE_MAX_LLCS	= 64,		/* power of two; more LLCs: mechanism off */

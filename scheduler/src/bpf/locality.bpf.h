@@ -70,6 +70,7 @@ extern u8 cpu_is_online[MAX_CPUS];
 extern u32 nr_offline;
 extern u32 overloaded[MAX_CPUS];	/* pull.bpf.c */
 extern u32 rotor[MAX_CPUS];
+extern u32 dsq_maybe_queued[MAX_CPUS];	/* 0: both DSQs of the CPU are empty (main.bpf.c) */
 
 /* what each CPU last did, written only by that CPU (ops.running, ops.dispatch) */
 struct cpu_diag {
@@ -212,11 +213,15 @@ static __always_inline u64 pinned_dsq(s32 cpu)
 	return PINNED_DSQ_BASE + (u64)(cpu & CPU_MASK);
 }
 
-/* tasks waiting in both of @cpu's DSQs */
+/* tasks waiting in both of @cpu's DSQs (no lookup while they are known empty) */
 static __always_inline s32 nr_queued_cpu(s32 cpu)
 {
-	s32 a = scx_bpf_dsq_nr_queued(cpu), b = scx_bpf_dsq_nr_queued(pinned_dsq(cpu));
+	s32 a, b;
 
+	if (!dsq_maybe_queued[cpu & CPU_MASK])
+		return 0;
+	a = scx_bpf_dsq_nr_queued(cpu);
+	b = scx_bpf_dsq_nr_queued(pinned_dsq(cpu));
 	return (a > 0 ? a : 0) + (b > 0 ? b : 0);
 }
 

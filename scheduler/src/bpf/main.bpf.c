@@ -156,6 +156,17 @@ u32 nr_offline;				/* possible CPUs currently offline */
 u32 rotor[MAX_CPUS];			/* per-CPU scan start rotation */
 
 /*
+ * Whether a CPU's two DSQs may hold tasks. Each DSQ is found by its id in
+ * a hash table on every kfunc that names it, the costliest part of asking
+ * it anything; this flag answers "empty" without asking. Set by
+ * ops.enqueue after each insert (the only way into these DSQs), cleared by
+ * the owner in ops.dispatch before it looks at them: an insert before the
+ * clear is found by that look, one after it sets the flag again. So 0
+ * means empty; 1 means maybe (stealers take tasks without clearing it).
+ */
+u32 dsq_maybe_queued[MAX_CPUS];
+
+/*
  * Per-CPU record of what each CPU last did: the running task's start time
  * and vtime (read by wake_preempt() on other CPUs) and dispatch counters,
  * printed in the kernel's exit dump (ops.dump_cpu) if we are ever ejected.
@@ -250,8 +261,8 @@ __hidden void kick_cpu(s32 cpu, u64 flags)
 s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 		   u64 wake_flags)
 {
-	struct task_ctx *tctx;
-	s32 cpu = place_wakeup(p, prev_cpu, wake_flags);
+	struct task_ctx *tctx = task_ctx(p);
+	s32 cpu = place_wakeup(p, tctx, prev_cpu, wake_flags);
 
 	if (cpu < 0)
 		return prev_cpu;
@@ -260,7 +271,6 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	 * is empty and the task runs next there: skipping the vtime DSQ costs
 	 * no fairness. The task's vtime is still charged in ops.stopping.
 	 */
-	tctx = task_ctx(p);
 	place_vtime(tctx, cpu);
 	if (tctx)
 		tctx->queued_at = scx_bpf_now();
@@ -373,6 +383,8 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 		tctx->queued_at = scx_bpf_now();
 	scx_bpf_dsq_insert_vtime(p, p->nr_cpus_allowed > 1 ? (u64)cpu : pinned_dsq(cpu),
 				 slice_ns, vtime, enq_flags);
+	if (!dsq_maybe_queued[cpu & CPU_MASK])
+		__sync_lock_test_and_set(&dsq_maybe_queued[cpu & CPU_MASK], 1);
 	stat_inc(STAT_ENQUEUE);
 
 	if (claimed) {
@@ -447,7 +459,11 @@ static bool dsq_head_vtime(u64 dsq_id, u64 *vtime)
 static bool dispatch_own(s32 cpu)
 {
 	u64 first = cpu, second = pinned_dsq(cpu), t, va, vb;
+	u32 *maybe = &dsq_maybe_queued[cpu & CPU_MASK];
 
+	if (!*maybe)
+		return false;
+	__sync_lock_test_and_set(maybe, 0);
 	if (scx_bpf_dsq_nr_queued(first) > 0 && scx_bpf_dsq_nr_queued(second) > 0 &&
 	    dsq_head_vtime(first, &va) && dsq_head_vtime(second, &vb) &&
 	    time_before(vb, va)) {
@@ -455,8 +471,12 @@ static bool dispatch_own(s32 cpu)
 		first = second;
 		second = t;
 	}
-	return scx_bpf_dsq_move_to_local(first, 0) ||
-	       scx_bpf_dsq_move_to_local(second, 0);
+	if (scx_bpf_dsq_move_to_local(first, 0) || scx_bpf_dsq_move_to_local(second, 0)) {
+		/* more may be waiting: look again next time */
+		__sync_lock_test_and_set(maybe, 1);
+		return true;
+	}
+	return false;
 }
 
 /* @p exec'd and is waiting for its placement (numa.bpf.c) */

@@ -192,6 +192,7 @@ u64 cpu_run_since[MAX_CPUS];	/* start of the run in progress, 0 none */
 u64 cpu_busy_seen[MAX_CPUS];
 u64 util_last_ns;		/* scx_bpf_now() of the last utilisation sample */
 static u64 util_now, util_gap;	/* this sample's time and the gap since the last */
+static u32 load_steps;		/* decay steps the gap stands for (numa_rule_load_steps) */
 u32 llc_util[MAX_LLCS];
 u32 llc_util_acc[MAX_LLCS];
 u32 node_load[MAX_NODES];
@@ -333,8 +334,8 @@ __hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 
 		if (!cpu_online(c))
 			continue;
-		q = scx_bpf_dsq_nr_queued(c);
-		pq = scx_bpf_dsq_nr_queued(pinned_dsq(c));
+		q = dsq_maybe_queued[c] ? scx_bpf_dsq_nr_queued(c) : 0;
+		pq = dsq_maybe_queued[c] ? scx_bpf_dsq_nr_queued(pinned_dsq(c)) : 0;
 		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | c);
 		a->queued += (q > 0 ? q : 0) + (pq > 0 ? pq : 0) + (lq > 0 ? lq : 0);
 		if ((s32)c == self_cpu || bpf_cpumask_test_cpu(c, idle))
@@ -479,12 +480,13 @@ static bool numa_budget_take(u32 n)
 __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool *claimed)
 {
 	const struct cpumask *nmask;
-	struct task_ctx *tctx = task_ctx(p);
+	struct task_ctx *tctx;
 	u64 now;
 	s32 to, dst;
 
 	if (!cpu_valid(cpu) || !active_to[cpu & CPU_MASK])
 		return -1;
+	tctx = task_ctx(p);
 	now = scx_bpf_now();
 	if (time_delta(now, active_at[cpu & CPU_MASK]) > numa_interval_ns) {
 		active_to[cpu & CPU_MASK] = 0;
@@ -904,6 +906,7 @@ __hidden void numa_load_begin(u64 now)
 
 	util_gap = util_last_ns && time_after(now, util_last_ns) ? now - util_last_ns : 0;
 	util_last_ns = now;
+	load_steps = numa_rule_load_steps(util_gap);
 	util_now = now;
 
 	bpf_for(i, 0, nr_llcs) {
@@ -919,14 +922,6 @@ __hidden void numa_load_begin(u64 now)
 		node_util_acc[i] = 0;
 		node_nr_now[i] = 0;
 	}
-}
-
-/* one step of the decayed average from @old towards @target */
-static __always_inline u32 load_step(u32 old, u32 target)
-{
-	if (target >= old)
-		return old + ((target - old + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT);
-	return old - ((old - target + (1 << LOAD_DECAY_SHIFT) - 1) >> LOAD_DECAY_SHIFT);
 }
 
 /*
@@ -960,9 +955,10 @@ __hidden void numa_load_cpu(u32 c, u32 nr, bool busy)
 
 	if (nr > 4096)
 		nr = 4096;
-	v = load_step(cpu_load[c & CPU_MASK], nr << LOAD_SHIFT);
+	v = numa_rule_load_decay(cpu_load[c & CPU_MASK], nr << LOAD_SHIFT, load_steps);
 	cpu_load[c & CPU_MASK] = v;
-	u = load_step(cpu_util[c & CPU_MASK], numa_busy_share(c, util_now, util_gap, busy));
+	u = numa_rule_load_decay(cpu_util[c & CPU_MASK],
+				 numa_busy_share(c, util_now, util_gap, busy), load_steps);
 	cpu_util[c & CPU_MASK] = u;
 	llc_util_acc[l & LLC_MASK] += u;
 	llc_load_acc[l & LLC_MASK] += v;
@@ -988,11 +984,13 @@ __hidden void numa_load_end(void)
 			break;
 		node_load[i] = node_load_acc[i];
 		node_util[i] = node_util_acc[i];
-		/* the average took up 1/2^LOAD_DECAY_SHIFT of what it lagged */
-		if (node_placed[i])
+		/* the average took up as much of what it lagged as it moved */
+		if (node_placed[i]) {
+			u32 placed = node_placed[i];
+
 			__sync_fetch_and_sub(&node_placed[i],
-					     (node_placed[i] + (1 << LOAD_DECAY_SHIFT) - 1) >>
-					     LOAD_DECAY_SHIFT);
+					     placed - numa_rule_load_decay(placed, 0, load_steps));
+		}
 		node_load_sum[i] += node_nr_now[i];
 		node_nr_last[i] = node_nr_now[i];
 	}

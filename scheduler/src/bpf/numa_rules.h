@@ -21,6 +21,43 @@ struct numa_node_fig {
 	u32 imb_nr;	/* upstream allowance, imb_numa_nr (node_imb_nr) */
 };
 
+/*
+ * The decayed averages (runnable tasks, utilisation, placed tasks) move
+ * 1/2^LOAD_DECAY_SHIFT of the way to their target every LOAD_STEP_NS of
+ * time, whatever the heartbeat's period: a sample that comes after a gap
+ * of several steps stands for all of them, as if the target had been
+ * sampled at every step (numa_rule_load_steps()). So the averages' time
+ * constant (8 steps, 32 ms) stays the same when the period changes.
+ */
+static __always_inline u32 numa_rule_load_steps(u64 gap)
+{
+	u64 k = (gap + LOAD_STEP_NS / 2) / LOAD_STEP_NS;
+
+	return k < 1 ? 1 : k > LOAD_MAX_STEPS ? LOAD_MAX_STEPS : k;
+}
+
+/*
+ * @old after @steps steps towards @target: the distance left is
+ * (1 - 1/2^LOAD_DECAY_SHIFT)^steps of the distance, rounded down, so the
+ * average reaches its target; one step is exactly "move up by
+ * ceil(distance / 8)", the single-step rule this generalises.
+ */
+static __always_inline u32 numa_rule_load_decay(u32 old, u32 target, u32 steps)
+{
+	u64 keep = 1 << 16, base = (1 << 16) - (1 << (16 - LOAD_DECAY_SHIFT));
+	u32 i;
+
+	/* keep = base^steps in 16-bit fixed point, by squaring (steps <= 32) */
+	for (i = 0; i < 6; i++) {
+		if (steps & (1U << i))
+			keep = (keep * base) >> 16;
+		base = (base * base) >> 16;
+	}
+	if (old >= target)
+		return target + (u32)(((u64)(old - target) * keep) >> 16);
+	return target - (u32)(((u64)(target - old) * keep) >> 16);
+}
+
 /* load in tasks: the average plus what it has not caught up with, rounded */
 static __always_inline u32 numa_rule_tasks(const struct numa_node_fig *n)
 {

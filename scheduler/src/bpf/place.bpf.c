@@ -33,10 +33,11 @@
 #include "home.bpf.h"
 #include "cache.bpf.h"
 
-/* A claimed idle CPU for @p, or -1 to leave it on @prev_cpu. */
-__hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64 wake_flags)
+/* A claimed idle CPU for @p (context @tctx, may be NULL), or -1 to leave it on @prev_cpu. */
+__hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 prev_cpu,
+			  u64 wake_flags)
 {
-	struct task_ctx *tctx = task_ctx(p), *waker = NULL;
+	struct task_ctx *waker = NULL;
 	bool sync = wake_flags & SCX_WAKE_SYNC;
 	s32 this_cpu = bpf_get_smp_processor_id(), cpu = -1;
 
@@ -76,7 +77,7 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, s32 prev_cpu, u64
 		if (cpu >= 0)
 			return cpu;
 	}
-	cpu = home_wake_pick(p, prev_cpu);
+	cpu = home_wake_pick(p, tctx, prev_cpu);
 	if (cpu >= 0)
 		return cpu;
 	if (sync) {

@@ -7,6 +7,6 @@
 
 #include "locality.bpf.h"
 
-s32 place_wakeup(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
+s32 place_wakeup(struct task_struct *p, struct task_ctx *tctx, s32 prev_cpu, u64 wake_flags);
 
 #endif /* __LOCALITY_PLACE_BPF_H */

@@ -111,6 +111,16 @@ u32 rules_numa_util_now(const struct numa_task_util *u, u64 now)
 	return numa_rule_util_now(u, now);
 }
 
+u32 rules_numa_load_steps(u64 gap)
+{
+	return numa_rule_load_steps(gap);
+}
+
+u32 rules_numa_load_decay(u32 old, u32 target, u32 steps)
+{
+	return numa_rule_load_decay(old, target, steps);
+}
+
 bool rules_numa_may_cross(u32 mode, u64 xnode_at, u64 now, u64 interval_ns)
 {
 	return numa_rule_may_cross(mode, xnode_at, now, interval_ns);
