@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Loader of scx_defaults (defaults.bpf.c): attach the empty sched_ext_ops, stay until SIGINT or SIGTERM, detach.
- *   scx_defaults [--callbacks]
+ *   scx_defaults [--callbacks [--burn-us N]]
  * --callbacks attaches the same policy written as BPF callbacks (ops name "defaults_callbacks"), to measure what
- * calling BPF costs.
+ * calling BPF costs; --burn-us N makes each callback spin N microseconds as well (a policy's cost, without it).
  * Exit codes: 0 detached on a signal; 1 could not load or attach (or a wrong argument); 2 the kernel disabled
  * the scheduler.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,13 +48,28 @@ int main(int argc, char **argv)
 	struct bpf_map *ops, *unused;
 	struct bpf_link *link;
 	const char *use = "defaults_ops", *skip = "callbacks_ops";
-	int err, rc = 0;
+	unsigned long long burn_us = 0;
+	char *end = NULL;
+	int err, rc = 0, i;
 
-	if (argc == 2 && strcmp(argv[1], "--callbacks") == 0) {
-		use = "callbacks_ops";
-		skip = "defaults_ops";
-	} else if (argc != 1) {
-		fprintf(stderr, "usage: scx_defaults [--callbacks]\n");
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--callbacks") == 0) {
+			use = "callbacks_ops";
+			skip = "defaults_ops";
+		} else if (strcmp(argv[i], "--burn-us") == 0 && i + 1 < argc) {
+			errno = 0;
+			burn_us = strtoull(argv[++i], &end, 10);
+			if (errno || !end || *end || burn_us > 1000000) {
+				fprintf(stderr, "scx_defaults: --burn-us takes 0 to 1000000 microseconds\n");
+				return 1;
+			}
+		} else {
+			fprintf(stderr, "usage: scx_defaults [--callbacks [--burn-us N]]\n");
+			return 1;
+		}
+	}
+	if (burn_us && strcmp(use, "callbacks_ops") != 0) {
+		fprintf(stderr, "scx_defaults: --burn-us needs --callbacks (without callbacks nothing runs to spin)\n");
 		return 1;
 	}
 
@@ -66,6 +82,18 @@ int main(int argc, char **argv)
 	unused = bpf_object__find_map_by_name(obj, skip);
 	if (unused)
 		bpf_map__set_autocreate(unused, false);
+	if (burn_us) {
+		struct bpf_map *ro = bpf_object__find_map_by_name(obj, ".rodata");
+		size_t sz = 0;
+		unsigned long long *v = ro ? bpf_map__initial_value(ro, &sz) : NULL;
+
+		if (!v || sz < sizeof(*v)) {
+			fprintf(stderr, "scx_defaults: the BPF object has no burn_ns to set\n");
+			bpf_object__close(obj);
+			return 1;
+		}
+		*v = burn_us * 1000;
+	}
 	err = bpf_object__load(obj);
 	if (err) {
 		fprintf(stderr, "scx_defaults: cannot load the BPF object: %s\n", strerror(-err));
