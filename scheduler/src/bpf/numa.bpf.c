@@ -323,7 +323,7 @@ __hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 	const struct cpumask *idle;
 	u32 i, me = bpf_get_smp_processor_id() & CPU_MASK;
 	struct nr_now_acc *a = &nr_now_acc[me];
-	s32 q, pq, lq;
+	s32 lq;
 
 	if (n >= MAX_NODES)
 		return 0;
@@ -334,10 +334,8 @@ __hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 
 		if (!cpu_online(c))
 			continue;
-		q = dsq_maybe_queued[c] ? scx_bpf_dsq_nr_queued(c) : 0;
-		pq = dsq_maybe_queued[c] ? scx_bpf_dsq_nr_queued(pinned_dsq(c)) : 0;
 		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | c);
-		a->queued += (q > 0 ? q : 0) + (pq > 0 ? pq : 0) + (lq > 0 ? lq : 0);
+		a->queued += nr_queued_cpu(c) + (lq > 0 ? lq : 0);
 		if ((s32)c == self_cpu || bpf_cpumask_test_cpu(c, idle))
 			a->free++;
 		else
