@@ -7,9 +7,9 @@
  * the same hierarchy, nearest first: SMT core, last-level cache (LLC),
  * NUMA node, rest of the machine.
  *
- *   push (push.bpf.c, ops.select_cpu): prev CPU if its whole core is idle,
- *        else an idle core in prev's LLC, else an idle CPU in that LLC,
- *        else in the node, else (policy hook) anywhere; otherwise stay.
+ *   push (push.bpf.c, ops.select_cpu): prev CPU if it is idle, else an
+ *        idle core in prev's LLC, else an idle CPU in that LLC, else in
+ *        the node, else (policy hook) anywhere; otherwise stay.
  *   pull (pull.bpf.c, ops.dispatch): a CPU whose own queue is empty steals
  *        from its SMT siblings, then its LLC, then its node; beyond the
  *        node only if the NUMA policy hook allows it.
