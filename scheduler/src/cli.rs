@@ -176,6 +176,14 @@ pub struct Opts {
     #[arg(long)]
     pub no_wake_affine: bool,
 
+    /// A task woken onto another CPU is activated by the waker, which takes
+    /// that CPU's run queue lock and sends it a reschedule IPI, instead of
+    /// being queued on that CPU's wake list and activated there (the fair
+    /// class's TTWU_QUEUE; sched_ext's SCX_OPS_ALLOW_QUEUED_WAKEUP, on by
+    /// default). A/B switch: docs/decisions.md, "Queued wake-ups".
+    #[arg(long)]
+    pub no_queued_wakeups: bool,
+
     /// Cache-aware scheduling (on by default where a node holds more than one
     /// LLC, the only machines where it can act): each multi-threaded process
     /// gets a preferred LLC; idle CPUs pull its tasks there and

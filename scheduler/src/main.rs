@@ -16,7 +16,7 @@
 //!
 //! Knobs (cli.rs, --help): --slice-us, --wake-gran-us, --no-steal,
 //! --idle-search, --no-idle-core, --sparse-idle / --no-sparse-idle (idle tracking of the
-//! push side, see bpf/idle.bpf.c), --no-wake-affine,
+//! push side, see bpf/idle.bpf.c), --no-wake-affine, --no-queued-wakeups,
 //! --steal-cross-node, --no-push-cross-node, --no-wake-follow,
 //! --place-at-fork, --numa-balance, --numa-interval-ms, --heartbeat-us,
 //! --cache-aware / --no-cache-aware,
@@ -245,6 +245,9 @@ impl<'a> Scheduler<'a> {
         // memory.bpf.c's fault counter serves memory placement only
         let count_faults = opts.memory_mode() == MemoryMode::Spread && topo.nr_nodes > 1;
         skel.progs.memory_fault.set_autoload(count_faults);
+        if opts.no_queued_wakeups {
+            skel.struct_ops.locality_ops_mut().flags &= !*scx_utils::compat::SCX_OPS_ALLOW_QUEUED_WAKEUP;
+        }
 
         let mut skel = scx_ops_load!(skel, locality_ops, uei)?;
 
@@ -263,7 +266,7 @@ impl<'a> Scheduler<'a> {
 
         println!(
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, idle_search={}, sparse_idle={}, wake_gran={}us, \
-             steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, numa_balance={}, exec_placement={}, \
+             steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, queued_wakeups={}, numa_balance={}, exec_placement={}, \
              numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
              memory={}, memory_budget={}MB/s, home_node={}, slice={}us, topology={})",
@@ -279,6 +282,7 @@ impl<'a> Scheduler<'a> {
             on_off(!opts.no_push_cross_node),
             on_off(!opts.no_wake_follow),
             on_off(!opts.no_wake_affine),
+            on_off(!opts.no_queued_wakeups),
             opts.numa_mode().name(),
             opts.exec_placement.name(),
             opts.numa_interval_ms,
