@@ -16,6 +16,11 @@
  * else: what any BPF scheduler pays before its own policy does any work. --burn-us N makes each of those
  * callbacks also spin for N microseconds, which tells how much a benchmark slows per microsecond a scheduler
  * spends in its callbacks.
+ *
+ * With --queued-wakeups it attaches queued_ops: no callbacks either, with SCX_OPS_ALLOW_QUEUED_WAKEUP set. A
+ * wake-up of a task onto another CPU then goes through that CPU's wake list (a function-call IPI, and the
+ * wakee is activated by its own CPU) instead of being activated by the waker, which then sends a rescheduling
+ * IPI. scx_locality sets the flag; this isolates what the flag alone does to a benchmark.
  */
 #include <vmlinux.h>
 #include <bpf/bpf_helpers.h>
@@ -33,6 +38,12 @@ bool scx_bpf_dsq_insert___v2___dfl(struct task_struct *p, u64 dsq_id, u64 slice,
 SEC(".struct_ops.link")
 struct sched_ext_ops defaults_ops = {
 	.name = "defaults",
+};
+
+SEC(".struct_ops.link")
+struct sched_ext_ops queued_ops = {
+	.flags = SCX_OPS_ALLOW_QUEUED_WAKEUP,
+	.name = "defaults_queued",
 };
 
 static long burn_step(u64 i, void *end)

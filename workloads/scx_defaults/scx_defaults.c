@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Loader of scx_defaults (defaults.bpf.c): attach the empty sched_ext_ops, stay until SIGINT or SIGTERM, detach.
- *   scx_defaults [--callbacks [--burn-us N]]
+ *   scx_defaults [--callbacks [--burn-us N] | --queued-wakeups]
  * --callbacks attaches the same policy written as BPF callbacks (ops name "defaults_callbacks"), to measure what
  * calling BPF costs; --burn-us N makes each callback spin N microseconds as well (a policy's cost, without it).
  * Exit codes: 0 detached on a signal; 1 could not load or attach (or a wrong argument); 2 the kernel disabled
  * the scheduler.
+ * --queued-wakeups attaches the empty ops with SCX_OPS_ALLOW_QUEUED_WAKEUP set (ops name "defaults_queued").
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -47,15 +48,17 @@ int main(int argc, char **argv)
 	struct bpf_object *obj;
 	struct bpf_map *ops, *unused;
 	struct bpf_link *link;
-	const char *use = "defaults_ops", *skip = "callbacks_ops";
+	static const char *const all[] = { "defaults_ops", "callbacks_ops", "queued_ops" };
+	const char *use = "defaults_ops";
 	unsigned long long burn_us = 0;
 	char *end = NULL;
 	int err, rc = 0, i;
 
 	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--callbacks") == 0) {
+		if (strcmp(argv[i], "--callbacks") == 0 && strcmp(use, "queued_ops") != 0) {
 			use = "callbacks_ops";
-			skip = "defaults_ops";
+		} else if (strcmp(argv[i], "--queued-wakeups") == 0 && strcmp(use, "callbacks_ops") != 0) {
+			use = "queued_ops";
 		} else if (strcmp(argv[i], "--burn-us") == 0 && i + 1 < argc) {
 			errno = 0;
 			burn_us = strtoull(argv[++i], &end, 10);
@@ -64,7 +67,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		} else {
-			fprintf(stderr, "usage: scx_defaults [--callbacks [--burn-us N]]\n");
+			fprintf(stderr, "usage: scx_defaults [--callbacks [--burn-us N] | --queued-wakeups]\n");
 			return 1;
 		}
 	}
@@ -78,10 +81,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "scx_defaults: cannot open the BPF object: %s\n", strerror(errno));
 		return 1;
 	}
-	/* only the chosen ops are created; the other's programs are then not loaded either */
-	unused = bpf_object__find_map_by_name(obj, skip);
-	if (unused)
-		bpf_map__set_autocreate(unused, false);
+	/* only the chosen ops are created; the others' programs are then not loaded either */
+	for (i = 0; i < (int)(sizeof(all) / sizeof(all[0])); i++) {
+		if (strcmp(all[i], use) == 0)
+			continue;
+		unused = bpf_object__find_map_by_name(obj, all[i]);
+		if (unused)
+			bpf_map__set_autocreate(unused, false);
+	}
 	if (burn_us) {
 		struct bpf_map *ro = bpf_object__find_map_by_name(obj, ".rodata");
 		size_t sz = 0;
@@ -108,8 +115,9 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("scx_defaults: attached (%s)\n", strcmp(use, "defaults_ops") == 0 ?
-	       "sched_ext with no callbacks" : "the built-in policy as BPF callbacks");
+	printf("scx_defaults: attached (%s)\n", strcmp(use, "callbacks_ops") == 0 ? "the built-in policy as BPF callbacks" :
+	       strcmp(use, "queued_ops") == 0 ? "sched_ext with no callbacks, queued wake-ups" :
+	       "sched_ext with no callbacks");
 	fflush(stdout);
 	while (!stop) {
 		if (!sched_ext_running()) {
