@@ -9,7 +9,7 @@ Commands:
   bench                 run benchmarks under several schedulers, repeated and interleaved; write a report
                         (--host: on this machine itself instead of in QEMU guests; see lab/host.py)
   matrix                every seed benchmark on every machine under every scheduler (lab/matrix.toml), resumable;
-                        writes one results page (--quick: a subset, about 45 minutes)
+                        writes one results page (--quick: a subset, about 52 minutes estimated)
   peers                 build published sched_ext schedulers (cargo install) for the guest
   soak                  reliability suite (stress, hotplug, cgroups, RT hog, pinning, start/stop, kill -9)
 
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "run 2, ...), and write the results page after every boot. Interrupted, the "
                                    "same command with --resume goes on where it stopped. Exit codes as for bench "
                                    "(the first non-zero one of its folders; it goes on after a failed folder).")
-    s.add_argument("--quick", action="store_true", help="the matrix file's [quick] subset (estimated 42 minutes)")
+    s.add_argument("--quick", action="store_true", help="the matrix file's [quick] subset (its estimated time: --quick --list)")
     s.add_argument("--machine", default="", help="only these machines (comma-separated)")
     s.add_argument("--bench", default="", help="only these benchmarks, by name (comma-separated)")
     s.add_argument("--sched", default="", help="these schedulers instead of the file's (comma-separated; eevdf "
