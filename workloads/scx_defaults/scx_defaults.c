@@ -4,9 +4,9 @@
  *   scx_defaults [--callbacks [--burn-us N] | --queued-wakeups]
  * --callbacks attaches the same policy written as BPF callbacks (ops name "defaults_callbacks"), to measure what
  * calling BPF costs; --burn-us N makes each callback spin N microseconds as well (a policy's cost, without it).
+ * --queued-wakeups attaches the empty ops with SCX_OPS_ALLOW_QUEUED_WAKEUP set (ops name "defaults_queued").
  * Exit codes: 0 detached on a signal; 1 could not load or attach (or a wrong argument); 2 the kernel disabled
  * the scheduler.
- * --queued-wakeups attaches the empty ops with SCX_OPS_ALLOW_QUEUED_WAKEUP set (ops name "defaults_queued").
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,6 +20,16 @@
 extern const char defaults_bpf_obj[], defaults_bpf_obj_end[];
 __asm__(".section .rodata\n.balign 8\n.global defaults_bpf_obj\ndefaults_bpf_obj:\n"
 	".incbin \"" BPF_OBJ "\"\n.global defaults_bpf_obj_end\ndefaults_bpf_obj_end:\n.previous\n");
+
+/* The ops maps of defaults.bpf.c, one per variant, and what each runs. */
+enum variant { PLAIN, CALLBACKS, QUEUED, NR_VARIANTS };
+static const struct {
+	const char *map, *what;
+} variants[NR_VARIANTS] = {
+	[PLAIN] = { "defaults_ops", "sched_ext with no callbacks" },
+	[CALLBACKS] = { "callbacks_ops", "the built-in policy as BPF callbacks" },
+	[QUEUED] = { "queued_ops", "sched_ext with no callbacks, queued wake-ups" },
+};
 
 static volatile sig_atomic_t stop;
 
@@ -48,17 +58,16 @@ int main(int argc, char **argv)
 	struct bpf_object *obj;
 	struct bpf_map *ops, *unused;
 	struct bpf_link *link;
-	static const char *const all[] = { "defaults_ops", "callbacks_ops", "queued_ops" };
-	const char *use = "defaults_ops";
+	enum variant use = PLAIN;
 	unsigned long long burn_us = 0;
 	char *end = NULL;
 	int err, rc = 0, i;
 
 	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--callbacks") == 0 && strcmp(use, "queued_ops") != 0) {
-			use = "callbacks_ops";
-		} else if (strcmp(argv[i], "--queued-wakeups") == 0 && strcmp(use, "callbacks_ops") != 0) {
-			use = "queued_ops";
+		if (strcmp(argv[i], "--callbacks") == 0 && use != QUEUED) {
+			use = CALLBACKS;
+		} else if (strcmp(argv[i], "--queued-wakeups") == 0 && use != CALLBACKS) {
+			use = QUEUED;
 		} else if (strcmp(argv[i], "--burn-us") == 0 && i + 1 < argc) {
 			errno = 0;
 			burn_us = strtoull(argv[++i], &end, 10);
@@ -71,7 +80,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (burn_us && strcmp(use, "callbacks_ops") != 0) {
+	if (burn_us && use != CALLBACKS) {
 		fprintf(stderr, "scx_defaults: --burn-us needs --callbacks (without callbacks nothing runs to spin)\n");
 		return 1;
 	}
@@ -82,10 +91,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* only the chosen ops are created; the others' programs are then not loaded either */
-	for (i = 0; i < (int)(sizeof(all) / sizeof(all[0])); i++) {
-		if (strcmp(all[i], use) == 0)
+	for (i = 0; i < NR_VARIANTS; i++) {
+		if (i == (int)use)
 			continue;
-		unused = bpf_object__find_map_by_name(obj, all[i]);
+		unused = bpf_object__find_map_by_name(obj, variants[i].map);
 		if (unused)
 			bpf_map__set_autocreate(unused, false);
 	}
@@ -106,7 +115,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "scx_defaults: cannot load the BPF object: %s\n", strerror(-err));
 		return 1;
 	}
-	ops = bpf_object__find_map_by_name(obj, use);
+	ops = bpf_object__find_map_by_name(obj, variants[use].map);
 	link = ops ? bpf_map__attach_struct_ops(ops) : NULL;
 	if (!link) {
 		fprintf(stderr, "scx_defaults: cannot attach sched_ext_ops: %s\n", strerror(errno));
@@ -115,9 +124,7 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("scx_defaults: attached (%s)\n", strcmp(use, "callbacks_ops") == 0 ? "the built-in policy as BPF callbacks" :
-	       strcmp(use, "queued_ops") == 0 ? "sched_ext with no callbacks, queued wake-ups" :
-	       "sched_ext with no callbacks");
+	printf("scx_defaults: attached (%s)\n", variants[use].what);
 	fflush(stdout);
 	while (!stop) {
 		if (!sched_ext_running()) {
