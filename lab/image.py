@@ -18,7 +18,8 @@ its own, which the kernel unpacks over it; the base image itself is the same fil
 
 Extras (EXTRAS): overlays a boot gets only when it asks for them (a benchmark's image_extras; `bin/lab run
 --extra`), after the flavour's, so that every other boot keeps the base image's size. "kernbench" carries gcc,
-binutils, make and a C tree configured on the host (lab/kernbench.py).
+binutils, make and a C tree configured on the host (lab/kernbench.py). "perf" carries Debian's perf, to profile
+where the guest's CPU time goes (`perf record -a -e cpu-clock`: timer sampling works under TCG, which has no PMU).
 """
 from __future__ import annotations
 
@@ -330,7 +331,9 @@ OVERLAY_FORMAT = 1
 # that every other boot keeps the base image's size and boot time. Names are lower-case letters and digits (the
 # cached files are NAME-DIGEST.cpio.gz and overlay-NAME-DIGEST.cpio.gz; see _cached).
 # "kernbench": gcc, binutils, make and a configured C tree to build (lab/kernbench.py).
-EXTRAS = ("kernbench",)
+# "perf": Debian's perf (package linux-perf), for kernel profiles of a run.
+EXTRAS = ("kernbench", "perf")
+PERF_BINARY = "/usr/bin/perf"
 
 
 def check_extras(extras) -> list[str]:
@@ -354,9 +357,13 @@ def overlay_inputs(name: str, log=print) -> dict[str, str]:
     """Guest path -> host path of a flavour's or an extra's overlay (without libraries). "systemd": systemd,
     journald, systemctl, journalctl and journald's units from the host; the lab's /init, minimal units,
     /etc/os-release and guest scripts (lab/guest/systemd/); the repo's services/ files under /lab/services, for
-    the job to install. "kernbench": see lab/kernbench.py."""
+    the job to install. "kernbench": see lab/kernbench.py. "perf": /usr/bin/perf."""
     if name == "kernbench":
         return kernbench.inputs(cache_lock, log)
+    if name == "perf":
+        if not os.path.exists(PERF_BINARY):
+            raise setup.SetupMissing(f"{PERF_BINARY} is missing (Debian package linux-perf); run: bin/lab setup")
+        return {PERF_BINARY: PERF_BINARY}
     if name != "systemd":
         raise ValueError(f"flavour {name!r} has no overlay")
     files: dict[str, str] = {}

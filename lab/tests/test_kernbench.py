@@ -120,7 +120,7 @@ def test_bench_boots_carry_an_extra_only_for_a_benchmark_that_names_it():
 
 
 @pytest.mark.parametrize("value, says", [
-    ('["compiler"]', "field 'image_extras': 'compiler' is not an image extra (known: kernbench)"),
+    ('["compiler"]', "field 'image_extras': 'compiler' is not an image extra (known: kernbench, perf)"),
     ('"kernbench"', "field 'image_extras' must be a list of strings"),
 ])
 def test_bad_image_extras_are_refused(tmp_path, value, says):
@@ -170,3 +170,13 @@ def test_real_tree_stages_and_builds_and_the_figure_reads_it(tmp_path):
     assert not list((staged / "build").glob("*.o"))
     # staging again is a no-op
     assert kernbench.stage(image.cache_lock, log=lambda s: pytest.fail(f"staged again: {s}")) == staged
+
+
+def test_perf_extra_carries_the_hosts_perf(monkeypatch):
+    """The "perf" extra is the host's /usr/bin/perf (its libraries are added like any binary's); without
+    it the error names the package and the setup command."""
+    if os.path.exists(image.PERF_BINARY):
+        assert image.overlay_inputs("perf") == {image.PERF_BINARY: image.PERF_BINARY}
+    monkeypatch.setattr(image, "PERF_BINARY", "/nonexistent/perf")
+    with pytest.raises(setup.SetupMissing, match="linux-perf.*bin/lab setup"):
+        image.overlay_inputs("perf")
