@@ -143,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("image", help="build or reuse the guest image and print its path")
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
     s.add_argument("--extra", action="append", choices=image.EXTRAS,
-                   help="add this image extra's overlay (repeatable; e.g. kernbench: the compiler and its tree)")
+                   help="add this image extra's overlay (repeatable; kernbench: the compiler and its tree; perf: "
+                        "Debian's perf)")
     s.set_defaults(func=cmd_image)
     s = sub.add_parser("run", help="boot a machine and run a command in it",
                        description="Boot MACHINE, check its topology, start the scheduler, run CMD, stop the "
@@ -155,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "log (boot and scheduler start get extra time); default 600")
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
     s.add_argument("--extra", action="append", choices=image.EXTRAS,
-                   help="boot with this image extra's overlay (repeatable; e.g. kernbench: the compiler and its "
-                        "tree)")
+                   help="boot with this image extra's overlay (repeatable; kernbench: the compiler and its "
+                        "tree; perf: Debian's perf, for `perf record -a -e cpu-clock`: TCG has no PMU)")
     s.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD... (run by the guest's /bin/sh)")
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("soak", help="reliability suite: stress, hotplug, cgroups, RT hog, pinning, start/stop",
