@@ -456,14 +456,14 @@ impl Placer {
                 })
                 .ok();
             log::debug!(
-                "memory: scan {} sample {:?} place {:?} procs {} of {} pids ({} kernel threads) moved {} pages, \
+                "memory: scan {} sample {:?} place {:?} procs {} of {} pids ({} without an address space) moved {} pages, \
                  {} budget waits, {} calls; cpu scan {}us (sampling /proc {}us) place {}us of which moving {}us",
                 self.scan,
                 sampled,
                 start.elapsed() - sampled,
                 self.procs.len(),
                 self.roster.list().len(),
-                self.roster.kthreads(),
+                self.roster.memoryless(),
                 after.0 - before.0,
                 after.1 - before.1,
                 std::mem::take(&mut self.calls),
@@ -741,6 +741,21 @@ mod tests {
         pl.procs.get_mut(&4_000_000).unwrap().active = vec![true, false];
         pl.watch_spanning();
         assert!(!pl.watched && pl.evidence.is_empty());
+        pl.procs.clear();
+    }
+
+    /// A pid without an address space (kthreadd, pid 2, where /proc shows
+    /// the host's pids) is told by its statm alone; a process is not.
+    #[test]
+    fn a_pid_without_memory_is_told_by_statm() {
+        let homes = Arc::new(Mutex::new(Homes::default()));
+        let stats = Arc::new(Mutex::new(MemStats::default()));
+        let mut pl = Placer::new(opts(2, Scope::default()), stats, homes);
+        if read("/proc/2/statm").is_some_and(|s| s.split_whitespace().all(|f| f == "0")) {
+            assert!(pl.sample_proc(2));
+        }
+        assert!(!pl.sample_proc(std::process::id()));
+        assert!(!pl.sample_proc(u32::MAX));
         pl.procs.clear();
     }
 

@@ -9,8 +9,9 @@
 //! and at least every LIST_EVERY passes (exits; a safety net). A process
 //! that exits in between is found gone by the first read that fails.
 //!
-//! Kernel threads never get memory to place: one seen by a pass (statm all
-//! zeros, PF_KTHREAD) is marked and not visited again while its pid stays
+//! A pid without an address space (statm all zeros: a kernel thread, or a
+//! process that exited and was not reaped yet) never gets memory to place:
+//! one seen by a pass is marked and not visited again while its pid stays
 //! listed and is not handed out anew. A pid counts as handed out anew when
 //! it lies in the range the pid allocator went through since the last read
 //! (it allocates upward from the last pid, wrapping): a process listed there
@@ -30,8 +31,8 @@ pub struct Listed {
     pub pid: u32,
     /// the pass that first listed it
     pub first: u64,
-    /// a kernel thread: never visited again
-    pub kthread: bool,
+    /// no address space (a kernel thread, a zombie): never visited again
+    pub memoryless: bool,
 }
 
 /// The pids of the last /proc read, sorted, with what the passes learnt.
@@ -93,7 +94,7 @@ impl Roster {
             while old.next_if(|e| e.pid < pid).is_some() {}
             match old.next_if(|e| e.pid == pid) {
                 Some(e) if !anew(pid) => out.push(*e),
-                _ => out.push(Listed { pid, first: scan, kthread: false }),
+                _ => out.push(Listed { pid, first: scan, memoryless: false }),
             }
         }
         self.spare = std::mem::replace(&mut self.list, out);
@@ -113,19 +114,19 @@ impl Roster {
         self.list.binary_search_by_key(&pid, |e| e.pid).ok().map(|i| &self.list[i])
     }
 
-    /// `pid` is a kernel thread: pass it over from now on (not while the
+    /// `pid` has no address space: pass it over from now on (not while the
     /// last pid is unknown: a pid handed out anew could not be told).
-    pub fn mark_kthread(&mut self, pid: u32) {
+    pub fn mark_memoryless(&mut self, pid: u32) {
         if !self.trusted || self.last_pid.is_none() {
             return;
         }
         if let Ok(i) = self.list.binary_search_by_key(&pid, |e| e.pid) {
-            self.list[i].kthread = true;
+            self.list[i].memoryless = true;
         }
     }
 
-    pub fn kthreads(&self) -> usize {
-        self.list.iter().filter(|e| e.kthread).count()
+    pub fn memoryless(&self) -> usize {
+        self.list.iter().filter(|e| e.memoryless).count()
     }
 }
 
@@ -179,22 +180,22 @@ mod tests {
     fn merge_keeps_marks_of_the_same_processes() {
         let mut r = Roster::new(true);
         r.update(&[2, 3, 10, 500], Some(500), 1);
-        r.mark_kthread(2);
-        r.mark_kthread(10);
-        r.mark_kthread(7); // not listed: nothing
-        assert_eq!(r.kthreads(), 2);
+        r.mark_memoryless(2);
+        r.mark_memoryless(10);
+        r.mark_memoryless(7); // not listed: nothing
+        assert_eq!(r.memoryless(), 2);
         assert!(r.listed(3) && !r.listed(7));
         // 3 exited; 501, 502 are new; 10 is the same kernel thread
         r.update(&[2, 10, 500, 501, 502], Some(502), 4);
         assert_eq!(pids(&r), vec![2, 10, 500, 501, 502]);
-        assert_eq!(r.list()[0], Listed { pid: 2, first: 1, kthread: true });
-        assert_eq!(r.list()[1], Listed { pid: 10, first: 1, kthread: true });
-        assert_eq!(r.list()[3], Listed { pid: 501, first: 4, kthread: false });
+        assert_eq!(r.list()[0], Listed { pid: 2, first: 1, memoryless: true });
+        assert_eq!(r.list()[1], Listed { pid: 10, first: 1, memoryless: true });
+        assert_eq!(r.list()[3], Listed { pid: 501, first: 4, memoryless: false });
         // the allocator wrapped (pid_max) and handed out 2 again: another
         // process under that pid, no longer marked; 10 and the others stay
         r.update(&[2, 10, 500, 501, 502], Some(5), 5);
-        assert_eq!(r.list()[0], Listed { pid: 2, first: 5, kthread: false });
-        assert_eq!(r.list()[1], Listed { pid: 10, first: 1, kthread: true });
+        assert_eq!(r.list()[0], Listed { pid: 2, first: 5, memoryless: false });
+        assert_eq!(r.list()[1], Listed { pid: 10, first: 1, memoryless: true });
         assert_eq!(r.list()[4].first, 4);
         // an empty /proc read (cannot happen, but): nothing kept
         r.update(&[], Some(12), 6);
@@ -207,13 +208,13 @@ mod tests {
     fn untrusted_marks_nothing() {
         let mut r = Roster::new(false);
         r.update(&[2, 3], Some(9), 1);
-        r.mark_kthread(2);
-        assert_eq!(r.kthreads(), 0);
+        r.mark_memoryless(2);
+        assert_eq!(r.memoryless(), 0);
         // /proc/loadavg unreadable at the last read: the same
         let mut r = Roster::new(true);
         r.update(&[2, 3], None, 1);
-        r.mark_kthread(2);
-        assert_eq!(r.kthreads(), 0);
+        r.mark_memoryless(2);
+        assert_eq!(r.memoryless(), 0);
     }
 
     #[test]

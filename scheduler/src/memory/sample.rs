@@ -27,7 +27,8 @@
 //! read by hand (scope::parse_status(), three times cheaper than procfs's
 //! parser); the walk over /proc and /proc/<pid>/task is ours (mod.rs,
 //! ids()), one file open per read as before. The /proc directory is read
-//! only when a pid may be new (roster.rs); kernel threads are visited once.
+//! only when a pid may be new (roster.rs); a pid without an address space
+//! (a kernel thread) is visited once, with one read.
 //!
 //! Budget: a pass visits at most SCAN_PROCS processes, the ones tracked
 //! (past MIN_RSS_MB) or young (listed for the first time within YOUNG_SCANS
@@ -167,13 +168,13 @@ pub fn rotated(sorted: &[u32], from: u32) -> impl Iterator<Item = u32> + '_ {
 }
 
 /// The others a pass may visit, in pid order from `from` on, wrapping:
-/// listed, not kernel threads, not `tracked` (sorted).
+/// listed, with an address space, not `tracked` (sorted).
 pub fn others<'a>(list: &'a [Listed], tracked: &'a [u32], from: u32) -> impl Iterator<Item = u32> + 'a {
     let i = list.partition_point(|e| e.pid < from);
     list[i..]
         .iter()
         .chain(&list[..i])
-        .filter(move |e| !e.kthread && tracked.binary_search(&e.pid).is_err())
+        .filter(move |e| !e.memoryless && tracked.binary_search(&e.pid).is_err())
         .map(|e| e.pid)
 }
 
@@ -187,14 +188,6 @@ pub fn next_cursor(cur: ScanCursor, last_tracked: Option<u32>, last_other: Optio
         tracked: last_tracked.map_or(cur.tracked, |p| p.wrapping_add(1)),
         other: last_other.map_or(cur.other, |p| p.wrapping_add(1)),
     }
-}
-
-/// Is `pid` a kernel thread (PF_KTHREAD in /proc/PID/stat)?
-fn kernel_thread(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|raw| Stat::from_read(&raw[..]).ok())
-        .is_some_and(|st| st.flags & PF_KTHREAD != 0)
 }
 
 impl Placer {
@@ -221,7 +214,7 @@ impl Placer {
         // tracked: held state or young (sorted); the others counted
         let mut tracked: Vec<u32> = self.procs.keys().copied().collect();
         let mut o = 0;
-        for e in self.roster.list().iter().filter(|e| !e.kthread) {
+        for e in self.roster.list().iter().filter(|e| !e.memoryless) {
             if young(e.first, scan) {
                 tracked.push(e.pid);
             } else {
@@ -230,7 +223,7 @@ impl Placer {
         }
         // the ones held that are listed and no longer young are not others
         let roster = &self.roster;
-        o -= self.procs.keys().filter(|&&p| roster.get(p).is_some_and(|e| !e.kthread && !young(e.first, scan))).count();
+        o -= self.procs.keys().filter(|&&p| roster.get(p).is_some_and(|e| !e.memoryless && !young(e.first, scan))).count();
         tracked.sort_unstable();
         tracked.dedup();
         let (nt, no) = shares(tracked.len(), o, SCAN_PROCS);
@@ -239,7 +232,7 @@ impl Placer {
         let first: Vec<u32> = rotated(&tracked, self.scan_cursor.tracked).take(nt).collect();
         for pid in first {
             if self.sample_proc(pid) {
-                self.roster.mark_kthread(pid);
+                self.roster.mark_memoryless(pid);
             }
             visited.push(pid);
             last_t = Some(pid);
@@ -251,7 +244,7 @@ impl Placer {
                 break;
             }
             if self.sample_proc(pid) {
-                self.roster.mark_kthread(pid);
+                self.roster.mark_memoryless(pid);
             }
             visited.push(pid);
             last_o = Some(pid);
@@ -317,8 +310,8 @@ impl Placer {
 
     /// One process. Any read that fails (ESRCH, ENOENT: it or the thread
     /// exited) skips it quietly; the process leaves `procs` at the end of
-    /// the pass if it was not seen. True if it is a kernel thread.
-    fn sample_proc(&mut self, pid: u32) -> bool {
+    /// the pass if it was not seen. True if it has no address space.
+    pub(super) fn sample_proc(&mut self, pid: u32) -> bool {
         // statm first: anon ~ resident - shared (pages). Kernel threads (all
         // zeros) and small processes stop here, one short read each
         // instead of two.
@@ -331,8 +324,11 @@ impl Placer {
                     self.forget(pid);
                 }
             }
-            // no address space at all: a kernel thread, or a process exiting
-            return statm.size == 0 && kernel_thread(pid);
+            // no address space at all: a kernel thread, or a process that
+            // exited. Neither will have memory to place, so no stat read to
+            // tell them apart: at the agent's first pass, with every pid
+            // new, that read was half of the pass.
+            return statm.size == 0;
         }
         let Ok(raw) = std::fs::read(format!("/proc/{pid}/stat")) else { return false };
         let Ok(stat) = Stat::from_read(&raw[..]) else { return false };
@@ -442,7 +438,7 @@ mod tests {
     /// One pass of the budget over `list` (pids 1..=n) as sample() does
     /// it, without time limit: the pids visited and the next cursor.
     fn pass(list: &[Listed], tracked: &[u32], c: ScanCursor, cap: usize) -> (Vec<u32>, ScanCursor) {
-        let o = list.iter().filter(|e| !e.kthread && tracked.binary_search(&e.pid).is_err()).count();
+        let o = list.iter().filter(|e| !e.memoryless && tracked.binary_search(&e.pid).is_err()).count();
         let (nt, no) = shares(tracked.len(), o, cap);
         let t: Vec<u32> = rotated(tracked, c.tracked).take(nt).collect();
         let r: Vec<u32> = others(list, tracked, c.other).take(no).collect();
@@ -452,7 +448,7 @@ mod tests {
     }
 
     fn listed(n: u32) -> Vec<Listed> {
-        (1..=n).map(|pid| Listed { pid, first: 1, kthread: false }).collect()
+        (1..=n).map(|pid| Listed { pid, first: 1, memoryless: false }).collect()
     }
 
     /// The scan budget: tracked processes first, a quarter of the cap kept
@@ -503,13 +499,13 @@ mod tests {
         assert_eq!(shares(30, 1, 8), (7, 1));
     }
 
-    /// Kernel threads are neither others nor counted: the sweep goes
+    /// Pids without an address space are neither others nor counted: the sweep goes
     /// round the rest only.
     #[test]
-    fn kernel_threads_are_passed_over() {
+    fn pids_without_memory_are_passed_over() {
         let mut list = listed(10);
         for e in list.iter_mut().filter(|e| e.pid % 2 == 0) {
-            e.kthread = true;
+            e.memoryless = true;
         }
         let (v, c) = pass(&list, &[], ScanCursor::default(), 2);
         assert_eq!(v, vec![1, 3]);
