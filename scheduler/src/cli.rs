@@ -63,6 +63,27 @@ impl IdleSearch {
     }
 }
 
+/// --push-cross-node values (bpf/numa.bpf.c, numa_push_across()).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PushCrossNode {
+    /// New tasks and wake-ups.
+    Always,
+    /// New tasks only; a waking task stays in its node.
+    Fork,
+    /// Never.
+    Never,
+}
+
+impl PushCrossNode {
+    pub fn name(self) -> &'static str {
+        match self {
+            PushCrossNode::Always => "always",
+            PushCrossNode::Fork => "fork",
+            PushCrossNode::Never => "never",
+        }
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "scx_locality",
@@ -146,7 +167,17 @@ pub struct Opts {
     #[arg(long, overrides_with = "sparse_idle")]
     pub no_sparse_idle: bool,
 
-    /// Never place a waking task on an idle CPU outside its previous node.
+    /// When a task whose node has no idle CPU for it may take an idle CPU
+    /// of another node, if its own node is overloaded (bpf/numa.bpf.c rule
+    /// 7): always (new tasks and wake-ups), fork (new tasks only: a waking
+    /// task stays in the node of its previous CPU or of its waker, as the
+    /// kernel's wake-ups do, and the balance pass moves it if the imbalance
+    /// lasts), never. Default: fork under a NUMA policy, always with
+    /// --numa-balance=off.
+    #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "no_push_cross_node")]
+    pub push_cross_node: Option<PushCrossNode>,
+
+    /// Same as --push-cross-node=never.
     #[arg(long)]
     pub no_push_cross_node: bool,
 
@@ -447,6 +478,16 @@ impl Opts {
         }
     }
 
+    /// When a task may be pushed to another node (--push-cross-node).
+    pub fn push_cross_node(&self) -> PushCrossNode {
+        match self.push_cross_node {
+            Some(w) => w,
+            None if self.no_push_cross_node => PushCrossNode::Never,
+            None if self.numa_mode() == NumaBalance::Off => PushCrossNode::Always,
+            None => PushCrossNode::Fork,
+        }
+    }
+
     /// The NUMA mode in force: --numa-balance, else off if
     /// --steal-cross-node was given (its old meaning), else upstream.
     pub fn numa_mode(&self) -> NumaBalance {
@@ -542,6 +583,20 @@ mod tests {
         Opts::try_parse_from(std::iter::once("scx_locality").chain(args.iter().copied()))
     }
 
+    /// --push-cross-node: fork under a NUMA policy, always without one;
+    /// --no-push-cross-node is never; the two together are refused.
+    #[test]
+    fn push_cross_node_modes() {
+        let when = |args: &[&str]| parse(args).unwrap().push_cross_node();
+        assert_eq!(when(&[]), PushCrossNode::Fork);
+        assert_eq!(when(&["--numa-balance", "off"]), PushCrossNode::Always);
+        assert_eq!(when(&["--steal-cross-node"]), PushCrossNode::Always);
+        assert_eq!(when(&["--numa-balance", "off", "--push-cross-node", "fork"]), PushCrossNode::Fork);
+        assert_eq!(when(&["--no-push-cross-node"]), PushCrossNode::Never);
+        assert_eq!(when(&["--push-cross-node", "always"]), PushCrossNode::Always);
+        assert!(parse(&["--push-cross-node", "always", "--no-push-cross-node"]).is_err());
+    }
+
     #[test]
     fn defaults() {
         let o = parse(&[]).unwrap();
@@ -550,6 +605,7 @@ mod tests {
         assert!(!o.no_steal && !o.no_idle_core && !o.steal_cross_node);
         assert!(o.stats.is_none() && o.monitor.is_none());
         assert_eq!(o.numa_mode(), NumaBalance::Upstream);
+        assert_eq!(o.push_cross_node(), PushCrossNode::Fork);
         assert_eq!(o.exec_placement, ExecPlacement::LeastLoaded);
         assert_eq!(
             parse(&["--exec-placement=allowance"]).unwrap().exec_placement,

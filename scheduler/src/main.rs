@@ -17,7 +17,7 @@
 //! Knobs (cli.rs, --help): --slice-us, --wake-gran-us, --no-steal,
 //! --idle-search, --no-idle-core, --sparse-idle / --no-sparse-idle (idle tracking of the
 //! push side, see bpf/idle.bpf.c), --no-wake-affine, --no-queued-wakeups,
-//! --steal-cross-node, --no-push-cross-node, --no-wake-follow,
+//! --steal-cross-node, --push-cross-node, --no-wake-follow,
 //! --place-at-fork, --numa-balance, --numa-interval-ms, --heartbeat-us,
 //! --cache-aware / --no-cache-aware,
 //! --cache-wake-aggr, --cache-aggr-tolerance, --cache-switch-ratio,
@@ -279,7 +279,7 @@ impl<'a> Scheduler<'a> {
             on_off(opts.sparse_idle()),
             opts.wake_gran_us,
             on_off(opts.numa_mode() == NumaBalance::Off),
-            on_off(!opts.no_push_cross_node),
+            opts.push_cross_node().name(),
             on_off(!opts.no_wake_follow),
             on_off(!opts.no_wake_affine),
             on_off(!opts.no_queued_wakeups),

@@ -12,7 +12,7 @@ use log::warn;
 
 use crate::bpf_skel::{types, OpenBpfSkel};
 use crate::cache::{self, CacheGates};
-use crate::cli::{IdleSearch, Opts};
+use crate::cli::{IdleSearch, Opts, PushCrossNode};
 use crate::numa::{self, ExecPlacement, NumaBalance};
 use crate::topology::{Topo, MAX_SMT};
 
@@ -72,7 +72,9 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     let mode = opts.numa_mode();
     // off: cross-node steals whenever a CPU would idle (the old flag)
     r.steal_cross_node = mode == NumaBalance::Off;
-    r.push_cross_node = !opts.no_push_cross_node;
+    let push = opts.push_cross_node();
+    r.push_cross_wake = push == PushCrossNode::Always;
+    r.push_cross_fork = push != PushCrossNode::Never;
     r.wake_follow = !opts.no_wake_follow;
     r.place_at_fork = opts.place_at_fork;
     r.place_least_loaded = opts.exec_placement == ExecPlacement::LeastLoaded;
@@ -152,7 +154,9 @@ mod tests {
         assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
         assert_eq!(r.iwq_period_ns, 20_000_000);
         assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle && r.idle_prev_first);
-        assert!(!r.steal_cross_node && r.push_cross_node && r.wake_follow && r.wake_affine);
+        assert!(!r.steal_cross_node && r.wake_follow && r.wake_affine);
+        // under a NUMA policy only new tasks are pushed to another node
+        assert!(r.push_cross_fork && !r.push_cross_wake);
         assert!(!r.place_at_fork);
         assert!(r.place_least_loaded);
         assert_eq!(r.numa_mode, NumaBalance::Upstream.bpf_mode());

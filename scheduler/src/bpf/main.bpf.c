@@ -90,7 +90,8 @@
  *   its irq_work would never run and the kernel would hang at detach.
  *
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
- * no_idle_core, idle_prev_first, steal_cross_node, push_cross_node; NUMA
+ * no_idle_core, idle_prev_first, steal_cross_node, push_cross_wake,
+ * push_cross_fork; NUMA
  * knobs in numa.bpf.c.
  * Stats: the per-CPU "stats" array, one counter per line of stats.h.
  */
@@ -122,7 +123,8 @@ const volatile bool no_idle_core;
 const volatile bool idle_prev_first = true;
 const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up preemption */
 const volatile bool steal_cross_node;
-const volatile bool push_cross_node = true;
+const volatile bool push_cross_wake;	/* numa.bpf.c rule 7 at a wake-up */
+const volatile bool push_cross_fork = true;	/* numa.bpf.c rule 7 for a new task */
 const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */
 const volatile bool place_at_fork;	/* numa.bpf.c rule 3: fork too, not only exec */
 const volatile bool place_least_loaded;	/* numa.bpf.c rule 3: Bligh/Hohnbaum's form */

@@ -596,7 +596,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 	s32 d, cpu;
 	u64 now;
 
-	if (!push_cross_node)
+	if (!(is_fork ? push_cross_fork : push_cross_wake))
 		return -1;
 	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_online(prev_cpu) ||
 	    !bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {

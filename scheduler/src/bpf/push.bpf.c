@@ -48,7 +48,8 @@
  *
  * Knobs: idle_prev_first (--idle-search); no_idle_core skips the idle-core
  * tests of steps 1 and 2 (A/B switch for the idle-core preference);
- * push_cross_node = 0 vetoes step 5 in every NUMA mode; wake_affine
+ * push_cross_wake / push_cross_fork (--push-cross-node) allow step 5 for
+ * a wake-up / a new task, in every NUMA mode; wake_affine
  * (--no-wake-affine).
  * Stats: STAT_PICK_{PREV, PREV_CORE, LLC_CORE, LLC_CPU, NODE_CPU, OTHER, NONE},
  * STAT_CACHE_KEEP_WAKE; following: STAT_XNODE_WAKE_FOLLOW,
