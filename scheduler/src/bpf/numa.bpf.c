@@ -64,16 +64,20 @@
  *    until the next pass (pull.bpf.c level 5), and the pass kicks up to 4
  *    idle CPUs of d to do it. Steals inside a node are unchanged (they run
  *    on every dispatch).
- * 2. Wake-up push across nodes (push.bpf.c step 5, reached only when
- *    prev's node has no idle allowed CPU): only out of a node that is
+ * 2. Push across nodes (push.bpf.c step 5, reached only when prev's node
+ *    has no idle allowed CPU): a new task by default (push_cross_fork), a
+ *    waking one only with --push-cross-node=always (push_cross_wake;
+ *    also the default with NUMA_OFF). Only out of a node that is
  *    overloaded with the waking task counted (one more runnable task,
  *    adding its own utilisation: numa_account() keeps it), into the least
  *    loaded node if that one is not (rule 7); the CPU is taken from that node (else
- *    anywhere allowed). A node with spare capacity keeps its waking tasks,
- *    as the kernel's wake-up does (it searches only the LLC of prev or of
- *    the waker): a CPU there frees up soon, and spreading a lightly loaded
- *    communicating workload over two nodes is Gorman's failure case. The
- *    balance pass and its steals even out what must be evened out.
+ *    anywhere allowed). By default every node keeps its waking tasks, as
+ *    the kernel's wake-up does (it searches only the LLC of prev or of the
+ *    waker): a CPU there frees up soon, and spreading a lightly loaded
+ *    communicating workload over two nodes is Gorman's failure case; on a
+ *    node of 2 CPUs any third runnable task made the node "overloaded"
+ *    and split a communicating pair. The balance pass and its steals even
+ *    out what must be evened out.
  * 2b. Wake-up following the waker (push.bpf.c step 0): a task woken
  *    synchronously (SCX_WAKE_SYNC: pipes, sockets) by a task on another
  *    node takes an idle CPU of the waker's LLC, else of its node, if
@@ -135,9 +139,10 @@
  *    after repeated failed balance attempts.
  * 7. Overloaded nodes: the allowance is for nodes with spare capacity.
  *    An overloaded node (see Policy) is balanced without it, as the kernel
- *    balances an overloaded busiest group: a waking task that finds no
- *    idle CPU on its node may take one on a node that is not overloaded
- *    (rule 2; STAT_NUMA_OVERLOAD), and an idle CPU of a node that is
+ *    balances an overloaded busiest group: a new task (a waking one with
+ *    --push-cross-node=always) that finds no idle CPU on its node may take
+ *    one on a node that is not overloaded (rule 2; STAT_NUMA_OVERLOAD),
+ *    and an idle CPU of a node that is
  *    not overloaded may steal from it between passes (pull level 5;
  *    STAT_XNODE_STEAL_OVERLOAD), woken for it by pull_kick_stealer().
  *    Rules 4 and 5 and home nodes still apply, and a task does not follow
@@ -150,7 +155,7 @@
  * steals on: an idle CPU that found nothing in its SMT core, LLC and node
  * steals from any CPU of any node, on every dispatch (the agent sets
  * steal_cross_node); a waking task takes an idle CPU of any node when its
- * node has none (unless --no-push-cross-node); fork and exec are not
+ * node has none (--push-cross-node defaults to always); fork and exec are not
  * special.
  *
  * Clock: scx_bpf_now() (the run queue's clock, else sched_clock), not

@@ -11,7 +11,8 @@
  * New tasks (SCX_WAKE_FORK):
  *   1. a new process with --place-at-fork: the least loaded node, if
  *      numa.bpf.c rule 3 (--exec-placement) sends it there;
- *   2. else the idle search near the parent's CPU (push.bpf.c).
+ *   2. else the idle search near the parent's CPU (push.bpf.c), then
+ *      another node if the parent's is overloaded (--push-cross-node).
  * Wake-ups:
  *   1. just exec'd: the least loaded node, if numa.bpf.c rule 3
  *      (--exec-placement) sends it there (exec is marked by a tracepoint);
@@ -23,8 +24,9 @@
  *      (cache.bpf.c, asked by an idle CPU or with --cache-wake-aggr);
  *   5. synchronous, waker in another LLC of prev's node: an idle CPU of
  *      the waker's LLC (push_wake_affine());
- *   6. the idle search near prev: its core, its LLC, its node, then
- *      another node if the NUMA policy allows (push_pick_cpu()).
+ *   6. the idle search near prev: its core, its LLC, its node (then
+ *      another node only with --push-cross-node=always, and if the NUMA
+ *      policy allows; push_pick_cpu()).
  */
 #include "locality.bpf.h"
 #include "place.bpf.h"
