@@ -29,7 +29,8 @@
 //!
 //! Skipped: mappings with an explicit memory policy (numa_maps shows bind,
 //! interleave, prefer...: numactl -m, mbind(2), set_mempolicy(2) are the
-//! application's word), kernel threads (PF_KTHREAD), the agent itself, processes with
+//! application's word), pids without an address space (kernel threads: statm
+//! all zeros), the agent itself, processes with
 //! less than MIN_RSS_MB of anonymous memory, and what scope.rs leaves
 //! alone: processes out of `--memory-include` / `--memory-exclude`, with
 //! locked memory, or in a cpuset of one node. A process is known by pid and
