@@ -2,9 +2,9 @@
 //! Home nodes: the agent's half (the BPF half is src/bpf/home.bpf.c).
 //!
 //! Tasks to their memory, softly (home nodes, on by default,
-//! `--no-home-node`): without them the scheduler's balancing spread the
-//! threads of two 4-thread processes over both nodes of numa2, so neither
-//! was single-node and its memory could not follow. The kernel's NUMA
+//! `--no-home-node`): two 4-thread processes started together on one node
+//! of numa2 are split over both nodes by the balancing without them, so
+//! neither is single-node and its memory cannot follow. The kernel's NUMA
 //! balancing moves tasks towards their memory (the numa_group's preferred
 //! node). Here, every interval, assign_homes() gives each process with two
 //! or more busy threads a home node: its current home while it has room,
