@@ -236,6 +236,14 @@ pub struct Opts {
     #[arg(long)]
     pub cache_wake_aggr: bool,
 
+    /// Cache-aware: an idle CPU of a process's preferred LLC asks only
+    /// threads running in its own node to come. By default it asks threads
+    /// in other nodes too, while the NUMA policy lets one task move between
+    /// the two nodes (the series balances towards the preferred LLC at
+    /// every level, NUMA included).
+    #[arg(long)]
+    pub cache_within_node: bool,
+
     /// Cache-aware: scales the fit limit (a process keeps its preferred LLC
     /// while its running threads are at most N x the LLC's cores, SMT
     /// siblings counted once); 100 = no limit.
@@ -654,6 +662,7 @@ mod tests {
         assert_eq!(parse(&["--no-cache-aware", "--cache-aware"]).unwrap().cache_aware(), Some(true));
         assert_eq!(parse(&["--cache-aware", "--no-cache-aware"]).unwrap().cache_aware(), Some(false));
         assert!(parse(&["--cache-wake-aggr"]).unwrap().cache_wake_aggr);
+        assert!(!o.cache_within_node && parse(&["--cache-within-node"]).unwrap().cache_within_node);
         assert_eq!(o.cache_gates, CacheGates::Overload);
         assert_eq!(
             parse(&["--cache-gates=utilisation"]).unwrap().cache_gates,

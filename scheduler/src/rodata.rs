@@ -96,6 +96,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.cache_aware = cache_on;
     r.cache_track = cache_on;
     r.cache_wake_aggr = cache_on && opts.cache_wake_aggr;
+    r.cache_across_nodes = !opts.cache_within_node;
     r.cache_epoch_ns = opts.cache_epoch_ms * 1_000_000;
     r.cache_epoch_timeout = opts.cache_epoch_timeout;
     r.cache_switch_ratio = opts.cache_switch_ratio;

@@ -584,7 +584,7 @@ impl Metrics {
         writeln!(
             w,
             "  cache  pref_set={} switch={} drop_fit={} drop_timeout={}  \
-             aggr pull={} wake={} kick={} mark={} move={} keep_wake={}  refused out={} overaggr={}  \
+             aggr pull={} wake={} kick={} mark={} move={} (xnode {}) keep_wake={}  refused out={} overaggr={}  \
              in_pref={:.1}% of {:.1}ms",
             self.cache_pref_set,
             self.cache_pref_switch,
@@ -595,6 +595,7 @@ impl Metrics {
             self.cache_aggr_kick,
             self.cache_aggr_mark,
             self.cache_aggr_move,
+            self.xnode_cache_aggr,
             self.cache_keep_wake,
             self.cache_refuse_out,
             self.cache_refuse_overaggr,
@@ -1072,7 +1073,7 @@ mod tests {
   queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=65000000 idle_claim_lost=66000000
   numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 claim_lost=69000000 task_recent=42000000 follow_refused=43000000 (overload 67000000 partners 68000000) settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000
   load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
-  cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
+  cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 (xnode 77000000) keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
   memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0) peak=0.0MB/s waits=0
   memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0  thread_homes=0
   memory cpu=0ms (scan 0ms, moving 0ms) move_calls=0 (waits 0) numa_maps_reads=0 scan_deferred=0 proc_lists=0

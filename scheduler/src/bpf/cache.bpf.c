@@ -78,7 +78,9 @@
  *     for the wake-affine step, to the waker's LLC); it is queued and
  *     pulled inside the LLC.
  *   balancing pulls running tasks too (cache_aggr_mark): a CPU about to
- *     go idle, with nothing to steal, looks in its node for a CPU of
+ *     go idle, with nothing to steal, looks in its node (then in the other
+ *     nodes from which the NUMA policy lets a task come, numa_may_gather(),
+ *     unless --cache-within-node) for a CPU of
  *     another LLC running a task whose process prefers the idle CPU's LLC
  *     (cpu_run_pref, set in ops.running) and, gate "into" passing, asks it
  *     to come (cpu_aggr_req); at its next wake-up that task takes an idle
@@ -120,6 +122,8 @@ const volatile bool cache_aware;
  */
 const volatile bool cache_track;
 const volatile bool cache_wake_aggr;
+/* --cache-within-node clears it: aggregation asks only tasks of the idle CPU's node */
+const volatile bool cache_across_nodes = true;
 const volatile u64 cache_epoch_ns = DFL_CACHE_EPOCH_MS * 1000000ULL;
 const volatile u32 cache_epoch_timeout = DFL_CACHE_EPOCH_TIMEOUT;
 const volatile u32 cache_switch_ratio = DFL_CACHE_SWITCH_RATIO;
@@ -428,6 +432,31 @@ s32 cpu_run_pref[MAX_CPUS];
 u64 cpu_run_util[MAX_CPUS];
 /* LLC + 1 of an idle CPU that asked the task on this CPU to come, 0 none */
 s32 cpu_aggr_req[MAX_CPUS];
+/*
+ * Per LLC: how many CPUs of other nodes last ran a task whose process
+ * prefers it (kept by cache_running(), the only writer of a CPU's
+ * cpu_run_pref): an idle CPU looks beyond its node only when its LLC's count
+ * is not 0, so the common case costs one read.
+ */
+u32 nr_pref_away[MAX_LLCS];
+
+static __always_inline u32 llc_node(u32 l)
+{
+	u32 first = llc_off[l & LLC_MASK];
+
+	return first < MAX_CPUS ? cpu_node[llc_cpus[first & CPU_MASK] & CPU_MASK] : MAX_NODES;
+}
+
+/* cpu_run_pref of CPU @c changes from @old to @want (LLC + 1, 0 none) */
+static __always_inline void pref_away_update(u32 c, s32 old, s32 want)
+{
+	if (old == want)
+		return;
+	if (old > 0 && old <= MAX_LLCS && llc_node(old - 1) != cpu_node[c])
+		__sync_fetch_and_sub(&nr_pref_away[(old - 1) & LLC_MASK], 1);
+	if (want > 0 && want <= MAX_LLCS && llc_node(want - 1) != cpu_node[c])
+		__sync_fetch_and_add(&nr_pref_away[(want - 1) & LLC_MASK], 1);
+}
 
 /* ops.running: note @p's preferred LLC; drop an ask meant for another */
 __hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu)
@@ -439,6 +468,7 @@ __hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu)
 	if (!cache_aware || !cpu_valid(cpu))
 		return;
 	want = cache_pref(p, &util) + 1;
+	pref_away_update(c, cpu_run_pref[c], want);
 	cpu_run_pref[c] = want;
 	cpu_run_util[c] = util;
 	if (cpu_aggr_req[c] && cpu_aggr_req[c] != want)
@@ -446,34 +476,67 @@ __hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu)
 }
 
 /*
- * @cpu goes idle with nothing to steal: ask one task of its node, running
- * in another LLC, whose process prefers @cpu's LLC, to come.
+ * Ask one task running on a CPU of node @m, outside LLC @l, whose process
+ * prefers @l, to come: true if one was asked. *@refused is set when the gate
+ * "into" refused a candidate.
  */
-__hidden void cache_aggr_mark(s32 cpu)
+static __noinline bool aggr_ask_in_node(u32 l, u32 m, bool *refused)
 {
-	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c], i, start, end;
-	bool refused = false;
+	u32 i, start, end;
 
-	if (!cache_aware || l >= CACHE_MAX_LLCS || n >= MAX_NODES)
-		return;
-	start = node_off[n];
-	end = node_off[n + 1];
+	if (m >= MAX_NODES)
+		return false;
+	start = node_off[m];
+	end = node_off[m + 1];
 	if (end > MAX_CPUS || end <= start)
-		return;
+		return false;
 	bpf_for(i, start, end) {
 		u32 v = node_cpus[i & CPU_MASK] & CPU_MASK;
 
 		if (cpu_llc[v] == l || cpu_run_pref[v] != (s32)l + 1 || cpu_aggr_req[v])
 			continue;
 		if (!cache_may_enter(cpu_llc[v], l, cpu_run_util[v])) {
-			refused = true;
+			*refused = true;
 			continue;
 		}
 		/* another idle CPU may be asking the same one: first wins */
 		if (__sync_val_compare_and_swap(&cpu_aggr_req[v], 0, (s32)l + 1) != 0)
 			continue;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * @cpu goes idle with nothing to steal: ask one task running in another LLC,
+ * whose process prefers @cpu's LLC, to come: first in @cpu's node, then
+ * (--cache-within-node off) in the other nodes, from each only while the
+ * NUMA policy lets one task move from there to here (numa_may_gather()).
+ * The series migrates towards the preferred LLC at every level of load
+ * balancing, NUMA included.
+ */
+__hidden void cache_aggr_mark(s32 cpu)
+{
+	u32 c = cpu & CPU_MASK, l = cpu_llc[c], n = cpu_node[c], m;
+	bool refused = false;
+
+	if (!cache_aware || l >= CACHE_MAX_LLCS || n >= MAX_NODES)
+		return;
+	if (aggr_ask_in_node(l, n, &refused)) {
 		stat_inc(STAT_CACHE_AGGR_MARK);
 		return;
+	}
+	if (cache_across_nodes && nr_nodes > 1 && nr_pref_away[l & LLC_MASK]) {
+		bpf_for(m, 0, nr_nodes) {
+			if (m >= MAX_NODES)
+				break;
+			if (m == n || !numa_may_gather(n, m))
+				continue;
+			if (aggr_ask_in_node(l, m, &refused)) {
+				stat_inc(STAT_CACHE_AGGR_MARK);
+				return;
+			}
+		}
 	}
 	/* one refusal per CPU going idle, not one per candidate looked at */
 	if (refused)
@@ -484,15 +547,17 @@ __hidden void cache_aggr_mark(s32 cpu)
  * Wake-up into the preferred LLC: when the task's last CPU was asked to
  * send it there (cache_aggr_mark), or always with wake aggregation
  * (cache_wake_aggr). A claimed idle CPU of @p's preferred LLC if that LLC
- * is not prev's, lies in prev's node and passes the gate "into"; else -1.
+ * is not prev's, passes the gate "into" and lies in prev's node, or in
+ * another node that asked and the NUMA policy still lets @p go to; else -1.
  * Uses the scratch mask.
  */
 __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 {
+	struct task_ctx *tctx = NULL;
 	struct bpf_cpumask *tmp;
 	const struct cpumask *m;
 	u64 util;
-	u32 src;
+	u32 src, dn, pn;
 	s32 pref, cpu, asked;
 
 	if (!cache_aware || !cpu_valid(prev_cpu))
@@ -509,10 +574,20 @@ __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 		cpu_aggr_req[prev_cpu & CPU_MASK] = 0;	/* one try per ask */
 	else if (!cache_wake_aggr)
 		return -1;
-	if (llc_off[pref & LLC_MASK] >= MAX_CPUS ||
-	    cpu_node[llc_cpus[llc_off[pref & LLC_MASK] & CPU_MASK] & CPU_MASK] !=
-	    cpu_node[prev_cpu & CPU_MASK])
+	dn = llc_node(pref);
+	pn = cpu_node[prev_cpu & CPU_MASK];
+	if (dn >= MAX_NODES)
 		return -1;
+	/*
+	 * Another node only when asked from there, and while the NUMA policy
+	 * still lets this task go (the ask was checked when made; loads move)
+	 */
+	if (dn != pn) {
+		tctx = task_ctx(p);
+		if (asked != pref + 1 || !cache_across_nodes || !numa_may_gather(dn, pn) ||
+		    !numa_task_may_cross(tctx, scx_bpf_now()) || !home_may_leave(p, tctx, pn))
+			return -1;
+	}
 	if (!cache_may_enter(src, pref, util)) {
 		stat_inc(STAT_CACHE_REFUSE_OVERAGGR);
 		return -1;
@@ -527,6 +602,11 @@ __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 		u32 why = asked == pref + 1 ? STAT_CACHE_AGGR_MOVE : STAT_CACHE_AGGR_WAKE;
 
 		stat_inc(why);
+		if (dn != pn) {
+			numa_task_crossed(tctx, scx_bpf_now());
+			why = STAT_XNODE_CACHE_AGGR;
+			stat_inc(why);
+		}
 		decide_why(task_ctx(p), why);
 	}
 	return cpu;

@@ -833,6 +833,21 @@ refused:
 	return false;
 }
 
+/*
+ * May one task move from node @src to node @dst to join its process's
+ * preferred LLC there (cache.bpf.c, cross-node aggregation)? The test of a
+ * wake-follow (rule 2b): @dst not overloaded with it, and the imbalance
+ * left within the allowance, so no balance pass sends it back.
+ */
+__hidden bool numa_may_gather(u32 dst, u32 src)
+{
+	if (numa_mode == NUMA_OFF || nr_nodes < 2)
+		return true;
+	if (dst >= MAX_NODES || src >= MAX_NODES || dst == src)
+		return false;
+	return !numa_node_overloaded(dst, 1) && !numa_moves(dst, src, 1);
+}
+
 /* @p followed its waker to another node (the push found it a CPU there) */
 __hidden void numa_followed(struct task_ctx *tctx)
 {

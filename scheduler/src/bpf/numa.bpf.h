@@ -23,6 +23,7 @@ s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork);
 bool numa_wake_follow(struct task_struct *p, struct task_ctx *tctx,
 		      struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu);
 void numa_followed(struct task_ctx *tctx);
+bool numa_may_gather(u32 dst, u32 src);
 void numa_active_mark(s32 cpu, u32 to, u64 now);
 s32 numa_active_take(struct task_struct *p, s32 cpu, bool *claimed);
 s32 numa_idle_in_node(struct task_struct *p, u32 n);

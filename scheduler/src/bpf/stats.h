@@ -129,3 +129,4 @@ LOC_STAT(ENQ_HANDOFF, enq_handoff, CNT, "enqueue: handed to an idle CPU of the L
 
 /* push.bpf.c step 1 with --idle-search=prev-first */
 LOC_STAT(PICK_PREV, pick_prev, CNT, "select_cpu: prev CPU idle, its SMT siblings busy or not")
+LOC_STAT(XNODE_CACHE_AGGR, xnode_cache_aggr, CNT, "cross-node move: a waking task went to an idle CPU of its preferred LLC in another node that asked for it")
