@@ -845,6 +845,9 @@ __hidden bool numa_may_gather(u32 dst, u32 src)
 		return true;
 	if (dst >= MAX_NODES || src >= MAX_NODES || dst == src)
 		return false;
+	/* the verifier loses the bound above on inlined copies: mask too */
+	dst &= NODE_MASK;
+	src &= NODE_MASK;
 	return !numa_node_overloaded(dst, 1) && !numa_moves(dst, src, 1);
 }
 
