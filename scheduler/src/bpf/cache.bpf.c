@@ -440,21 +440,14 @@ s32 cpu_aggr_req[MAX_CPUS];
  */
 u32 nr_pref_away[MAX_LLCS];
 
-static __always_inline u32 llc_node(u32 l)
-{
-	u32 first = llc_off[l & LLC_MASK];
-
-	return first < MAX_CPUS ? cpu_node[llc_cpus[first & CPU_MASK] & CPU_MASK] : MAX_NODES;
-}
-
 /* cpu_run_pref of CPU @c changes from @old to @want (LLC + 1, 0 none) */
 static __always_inline void pref_away_update(u32 c, s32 old, s32 want)
 {
 	if (old == want)
 		return;
-	if (old > 0 && old <= MAX_LLCS && llc_node(old - 1) != cpu_node[c])
+	if (old > 0 && old <= MAX_LLCS && cache_llc_node(old - 1) != cpu_node[c])
 		__sync_fetch_and_sub(&nr_pref_away[(old - 1) & LLC_MASK], 1);
-	if (want > 0 && want <= MAX_LLCS && llc_node(want - 1) != cpu_node[c])
+	if (want > 0 && want <= MAX_LLCS && cache_llc_node(want - 1) != cpu_node[c])
 		__sync_fetch_and_add(&nr_pref_away[(want - 1) & LLC_MASK], 1);
 }
 
@@ -574,7 +567,7 @@ __hidden s32 cache_wake_pick(struct task_struct *p __arg_trusted, s32 prev_cpu)
 		cpu_aggr_req[prev_cpu & CPU_MASK] = 0;	/* one try per ask */
 	else if (!cache_wake_aggr)
 		return -1;
-	dn = llc_node(pref);
+	dn = cache_llc_node(pref);
 	pn = cpu_node[prev_cpu & CPU_MASK];
 	if (dn >= MAX_NODES)
 		return -1;

@@ -845,7 +845,12 @@ __hidden bool numa_may_gather(u32 dst, u32 src)
 		return true;
 	if (dst >= MAX_NODES || src >= MAX_NODES || dst == src)
 		return false;
-	/* the verifier loses the bound above on inlined copies: mask too */
+	/*
+	 * The verifier learns the bound above on a copy only; mask too, behind
+	 * barrier_var() so that the compiler cannot drop the mask as redundant.
+	 */
+	barrier_var(dst);
+	barrier_var(src);
 	dst &= NODE_MASK;
 	src &= NODE_MASK;
 	return !numa_node_overloaded(dst, 1) && !numa_moves(dst, src, 1);
