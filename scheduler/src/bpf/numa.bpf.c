@@ -135,6 +135,9 @@
  *    (active_to[cpu] = the node) and preempts it; ops.enqueue then sends
  *    the task it puts back to an idle CPU of the marked node
  *    (numa_active_take(); STAT_XNODE_ACTIVE). One CPU per node per pass.
+ *    Not a thread kept in its process's preferred LLC (cache_keep(): the
+ *    cache-aware series keeps generic balancing from moving a task out of
+ *    its preferred LLC, at every level).
  *    The kernel does the same with its stopper thread (active_load_balance)
  *    after repeated failed balance attempts.
  * 7. Overloaded nodes: the allowance is for nodes with spare capacity.
@@ -171,6 +174,7 @@
 #include "numa_rules.h"
 #include "home.bpf.h"
 #include "decide.bpf.h"
+#include "cache.bpf.h"
 
 const volatile u32 numa_mode = NUMA_UPSTREAM;
 const volatile u64 numa_interval_ns = DFL_NUMA_INTERVAL_MS * 1000000ULL;
@@ -501,6 +505,10 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 		return -1;
 	to = __sync_lock_test_and_set(&active_to[cpu & CPU_MASK], 0) - 1;
 	if (to < 0 || to >= MAX_NODES || to == (s32)cpu_node[cpu & CPU_MASK])
+		return -1;
+	/* nor a thread that its process's preferred LLC keeps (gate "out") */
+	if (node_off[to] < MAX_CPUS &&
+	    cache_keep(p, cpu_llc[cpu & CPU_MASK], cpu_llc[node_cpus[node_off[to] & CPU_MASK] & CPU_MASK]))
 		return -1;
 	dst = numa_idle_in_node(p, to);
 	if (claimed)
