@@ -77,6 +77,8 @@
  *     gate "out" forbids a move to the node's least busy other LLC (or,
  *     for the wake-affine step, to the waker's LLC); it is queued and
  *     pulled inside the LLC.
+ *   numa.bpf.c: the balance pass's active move (rule 6) leaves a thread
+ *     that cache_keep() keeps in its preferred LLC.
  *   balancing pulls running tasks too (cache_aggr_mark): a CPU about to
  *     go idle, with nothing to steal, looks in its node (then in the other
  *     nodes from which the NUMA policy lets a task come, numa_may_gather(),
