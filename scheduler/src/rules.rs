@@ -80,6 +80,7 @@ mod numa {
         ) -> bool;
         fn rules_numa_new_stays_least_loaded(parent_nr: u32, least_nr: u32) -> bool;
         fn rules_numa_claim(placed: *mut u32, seen: u32) -> bool;
+        fn rules_numa_may_gather(mode: u32, to: *const NumaNodeFig, from: *const NumaNodeFig) -> bool;
         fn rules_numa_push_across(
             src: *const NumaNodeFig,
             dst: *const NumaNodeFig,
@@ -121,6 +122,9 @@ mod numa {
     /// the claim works on a shared counter (node_placed in BPF), here an atomic
     fn claim(placed: &AtomicU32, seen: u32) -> bool {
         unsafe { rules_numa_claim(placed.as_ptr(), seen) }
+    }
+    fn may_gather(mode: u32, to: &NumaNodeFig, from: &NumaNodeFig) -> bool {
+        unsafe { rules_numa_may_gather(mode, to, from) }
     }
     /// rule 7 at a wake-up, the waking task using `util` CPUs
     fn push_across(src: &NumaNodeFig, dst: &NumaNodeFig, util: f64) -> bool {
@@ -219,6 +223,24 @@ mod numa {
             placed: 0,
             imb_nr,
         }
+    }
+
+    #[test]
+    fn gathering_a_process_across_nodes_stays_within_the_allowance() {
+        let m = UPSTREAM;
+        // Milan's shape, 16 CPUs per node, allowance 4: three threads busy
+        // 75% of the time here, the fourth there. Moved, it leaves 2 busy
+        // CPUs' difference in idle CPUs: within NUMA_IMBALANCE_MIN, it may come
+        let here = node(16, 2.25, 3.0, 3, 4);
+        let there = node(16, 0.75, 1.0, 1, 4);
+        assert!(may_gather(m, &here, &there));
+        // fully busy threads leave a difference of 3: the balance pass would
+        // send one back, so it may not come
+        assert!(!may_gather(m, &node(16, 3.0, 3.0, 3, 4), &node(16, 1.0, 1.0, 1, 4)));
+        // nor into a node that is overloaded with it
+        assert!(!may_gather(m, &node(16, 16.0, 16.0, 16, 4), &node(16, 0.0, 0.0, 0, 4)));
+        // without a policy (--numa-balance=off) nothing holds it back
+        assert!(may_gather(OFF, &node(16, 3.0, 3.0, 3, 4), &node(16, 1.0, 1.0, 1, 4)));
     }
 
     #[test]

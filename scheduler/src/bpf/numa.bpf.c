@@ -849,7 +849,9 @@ refused:
  */
 __hidden bool numa_may_gather(u32 dst, u32 src)
 {
-	if (numa_mode == NUMA_OFF || nr_nodes < 2)
+	struct numa_node_fig to, from;
+
+	if (nr_nodes < 2)
 		return true;
 	if (dst >= MAX_NODES || src >= MAX_NODES || dst == src)
 		return false;
@@ -861,7 +863,9 @@ __hidden bool numa_may_gather(u32 dst, u32 src)
 	barrier_var(src);
 	dst &= NODE_MASK;
 	src &= NODE_MASK;
-	return !numa_node_overloaded(dst, 1) && !numa_moves(dst, src, 1);
+	to = numa_fig(dst);
+	from = numa_fig(src);
+	return numa_rule_may_gather(numa_mode, &to, &from);
 }
 
 /* @p followed its waker to another node (the push found it a CPU there) */

@@ -294,6 +294,22 @@ static __always_inline bool numa_rule_push_across(const struct numa_node_fig *sr
 }
 
 /*
+ * Cache-aware aggregation across nodes (cache.bpf.c): may one task of node
+ * @from come to node @to, its process's preferred LLC being there? Only
+ * while @to is not overloaded with it and the balance would not send a
+ * task back (rule 1 from @to to @from with the task counted: 0 moves).
+ * The task still counts in @from's figures, as the balance pass would see
+ * the two nodes at the moment it moves. NUMA_OFF: no policy to keep, yes.
+ */
+static __always_inline bool numa_rule_may_gather(u32 mode, const struct numa_node_fig *to,
+						 const struct numa_node_fig *from)
+{
+	if (mode == NUMA_OFF)
+		return true;
+	return !numa_rule_overloaded(to, 1) && !numa_rule_moves(mode, to, from, 1);
+}
+
+/*
  * Rule 4: may a task that last changed node at @xnode_at (0: never) change
  * node again at @now? Only @interval_ns later in policy modes. A clock
  * that reads earlier on this CPU counts as no time passed (time_delta()).

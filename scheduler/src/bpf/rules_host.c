@@ -95,6 +95,12 @@ bool rules_numa_claim(u32 *placed, u32 seen)
 	return numa_rule_claim(placed, seen);
 }
 
+bool rules_numa_may_gather(u32 mode, const struct numa_node_fig *to,
+			   const struct numa_node_fig *from)
+{
+	return numa_rule_may_gather(mode, to, from);
+}
+
 bool rules_numa_push_across(const struct numa_node_fig *src, const struct numa_node_fig *dst,
 			    u32 task_util)
 {
