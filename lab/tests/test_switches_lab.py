@@ -10,6 +10,7 @@
 - Every machine: one boot of each lab/machines/*.toml with default flags and the same hackbench; the lab
   checks the topology the guest sees against the model.
 """
+import os
 import re
 import subprocess
 
@@ -21,7 +22,9 @@ WORK = "hackbench -p -g 2 -l 200"
 # flags that are no scheduling switch: they print and exit, or only change logging / statistics output
 NOT_SWITCHES = {"help", "version", "help-stats", "verbose", "log-level"}
 
-OPTION_RE = re.compile(r"^\s+(?:-\w, )?--([a-z][a-z0-9-]*)(?: <([A-Z_]+)>)?(\.\.\.)?\s*$")
+# an option's own line: clap indents it by 2 ("  -v, --verbose") or 6 ("      --flag"), its description by 10
+# or more, so a description line that wraps to start with a "--name" is not taken for an option
+OPTION_RE = re.compile(r"^(?:  -\w, |      )--([a-z][a-z0-9-]*)(?: <([A-Z_]+)>)?(\.\.\.)?\s*$")
 
 
 def switches_from_help(text: str) -> list[str]:
@@ -72,6 +75,12 @@ def test_switches_from_help_reads_the_real_help():
     # --memory has no clap default: given explicitly, spread overrides kernel.numa_balancing=0 (a switch of its own)
     assert "--memory=spread" in sw
     assert not any(s.startswith(("--help", "--version", "--verbose", "--log-level", "--slice-us")) for s in sw)
+    # the same switches however clap wraps the text: at 80 columns a description once wrapped to a line holding
+    # only "--cache-overaggr-pct", which was taken for a flag without a value
+    for cols in ("80", "200"):
+        text = subprocess.run([str(image.scheduler_binary()), "--help"], capture_output=True, text=True, check=True,
+                              env={**os.environ, "COLUMNS": cols}).stdout
+        assert switches_from_help(text) == sw, cols
 
 
 def clean(step) -> bool:
