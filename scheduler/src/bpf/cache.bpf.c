@@ -442,10 +442,14 @@ s32 cpu_aggr_req[MAX_CPUS];
  */
 u32 nr_pref_away[MAX_LLCS];
 
-/* cpu_run_pref of CPU @c changes from @old to @want (LLC + 1, 0 none) */
+/*
+ * cpu_run_pref of CPU @c changes from @old to @want (LLC + 1, 0 none); the
+ * count is read only by cache_aggr_mark's look beyond the node, so it is not
+ * kept where that look never happens
+ */
 static __always_inline void pref_away_update(u32 c, s32 old, s32 want)
 {
-	if (old == want)
+	if (old == want || !cache_across_nodes || nr_nodes < 2)
 		return;
 	if (old > 0 && old <= MAX_LLCS && cache_llc_node(old - 1) != cpu_node[c])
 		__sync_fetch_and_sub(&nr_pref_away[(old - 1) & LLC_MASK], 1);
