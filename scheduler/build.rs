@@ -69,6 +69,7 @@ fn host_rules() {
         "src/bpf/cache_rules.h",
         "src/bpf/push_rules.h",
         "src/bpf/idle_rules.h",
+        "src/bpf/home_rules.h",
         "src/bpf/intf.h",
         "src/bpf/stats.h",
     ];

@@ -92,6 +92,10 @@ mod numa {
         fn rules_numa_load_decay(old: u32, target: u32, steps: u32) -> u32;
         fn rules_numa_may_cross(mode: u32, xnode_at: u64, now: u64, interval_ns: u64) -> bool;
         fn rules_numa_few_partners(waker_flips: i64, wakee_flips: i64, llc_cpus: u32) -> bool;
+        fn rules_numa_exec_done(moved: bool, recheck: bool, since_first_ns: u64, interval_ns: u64) -> bool;
+        /// NUMA_MARK_OTHER, NUMA_MARK_MINE, NUMA_MARK_EXPIRED
+        static rules_numa_mark_verdicts: [u32; 3];
+        fn rules_numa_mark_for(pid: i32, marked_pid: i32, age_ns: u64, interval_ns: u64) -> u32;
     }
 
     fn tasks(n: &NumaNodeFig) -> u32 {
@@ -536,6 +540,48 @@ mod numa {
         }
     }
 
+    fn exec_done(moved: bool, recheck: bool, since_first_ns: u64, interval_ns: u64) -> bool {
+        unsafe { rules_numa_exec_done(moved, recheck, since_first_ns, interval_ns) }
+    }
+
+    #[test]
+    fn exec_placement_is_checked_again_for_one_interval() {
+        const MS: u64 = 1_000_000;
+        let interval = 100 * MS;
+        // least-loaded, stayed at its first check (0 ns after it): checked again
+        assert!(!exec_done(false, true, 0, interval));
+        // ... at every slice end inside the interval
+        assert!(!exec_done(false, true, 5 * MS, interval));
+        assert!(!exec_done(false, true, interval - 1, interval));
+        // ... and no more once the interval has passed
+        assert!(exec_done(false, true, interval, interval));
+        assert!(exec_done(false, true, 10 * interval, interval));
+        // a program that moved is placed: once only
+        assert!(exec_done(true, true, 0, interval));
+        assert!(exec_done(true, true, 5 * MS, interval));
+        // allowance (today's kernel rule) decides at the first check only
+        assert!(exec_done(false, false, 0, interval));
+    }
+
+    fn mark_for(pid: i32, marked_pid: i32, age_ns: u64, interval_ns: u64) -> u32 {
+        unsafe { rules_numa_mark_for(pid, marked_pid, age_ns, interval_ns) }
+    }
+
+    #[test]
+    fn an_active_mark_moves_only_the_task_it_was_set_for() {
+        let [other, mine, expired] = unsafe { rules_numa_mark_verdicts };
+        let interval = 100_000_000;
+        // the task that ran on the CPU when the pass marked it
+        assert_eq!(mark_for(41, 41, 0, interval), mine);
+        assert_eq!(mark_for(41, 41, interval, interval), mine);
+        // a task that ran there after it (the marked one stopped on its own,
+        // or was stolen, before the kick's preemption): not its move
+        assert_eq!(mark_for(42, 41, 1_000, interval), other);
+        // a mark older than one balance interval is stale for everyone
+        assert_eq!(mark_for(41, 41, interval + 1, interval), expired);
+        assert_eq!(mark_for(42, 41, interval + 1, interval), expired);
+    }
+
     #[test]
     fn only_few_partners_follow() {
         // a pair: each always wakes the other
@@ -965,6 +1011,58 @@ mod push {
         assert!(!wake_wide(15, 4, 4));
         // either side may be the busier flipper
         assert!(wake_wide(4, 100, 4));
+    }
+}
+
+/// Home nodes (home_rules.h).
+mod home {
+    use crate::bpf_intf as intf;
+
+    extern "C" {
+        fn rules_home_node(n: i32, nr_nodes: u32) -> i32;
+        fn rules_home_pass_dest(run_home: i32, run_gen: u64, gen: u64, node: u32) -> i32;
+    }
+
+    fn home_node(n: i32, nr_nodes: u32) -> i32 {
+        unsafe { rules_home_node(n, nr_nodes) }
+    }
+    fn pass_dest(run_home: i32, run_gen: u64, gen: u64, node: u32) -> i32 {
+        unsafe { rules_home_pass_dest(run_home, run_gen, gen, node) }
+    }
+
+    #[test]
+    fn every_node_of_the_machine_can_be_a_home() {
+        let max = intf::locality_consts_MAX_NODES as u32;
+        // big64 has 8 nodes: the last one is a home like the first
+        assert_eq!(home_node(0, 8), 0);
+        assert_eq!(home_node(7, 8), 7);
+        // and on machines with more nodes, all of them
+        assert_eq!(home_node(8, 16), 8);
+        assert_eq!(home_node(15, 16), 15);
+        assert_eq!(home_node(max as i32 - 1, max), max as i32 - 1);
+        // a node the machine does not have, or none (-1), is no home
+        assert_eq!(home_node(8, 8), -1);
+        assert_eq!(home_node(-1, 8), -1);
+        assert_eq!(home_node(max as i32, max + 1), -1);
+    }
+
+    #[test]
+    fn the_pass_acts_on_the_home_the_task_has_now() {
+        // a task homed on node 2 (recorded as 3) runs on node 0: sent home
+        assert_eq!(pass_dest(3, 7, 7, 0), 2);
+        // at home, or with no home: left alone
+        assert_eq!(pass_dest(3, 7, 7, 2), -1);
+        assert_eq!(pass_dest(0, 7, 7, 0), -1);
+        // the agent has changed the homes since the record (its generation
+        // is 8 now): the task may be homed elsewhere or nowhere; wait for
+        // its next tick to read it again
+        assert_eq!(pass_dest(3, 7, 8, 0), -1);
+        // once re-read in generation 8: acted on
+        assert_eq!(pass_dest(2, 8, 8, 0), 1);
+        // a swap partner is found through the same rule: a CPU of node 1
+        // running a task homed on node 0
+        assert_eq!(pass_dest(1, 8, 8, 1), 0);
+        assert_eq!(pass_dest(1, 7, 8, 1), -1);
     }
 }
 

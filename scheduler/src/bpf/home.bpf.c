@@ -48,7 +48,9 @@
  *      or, when a CPU of the home node runs a task whose home is this
  *      node, both are preempted: a swap (STAT_HOME_ACTIVE, STAT_HOME_SWAP).
  *      At most one per node pair per pass; a task still changes node at
- *      most once per interval.
+ *      most once per interval. The pass reads each CPU's home as ops.running
+ *      or ops.tick recorded it, and only if recorded since the agent's last
+ *      update (home_rule_pass_dest()).
  *
  * Stats: STAT_XNODE_HOME, STAT_HOME_KEPT, STAT_HOME_ACTIVE, STAT_HOME_SWAP.
  */
@@ -56,11 +58,13 @@
 #include "home.bpf.h"
 #include "numa.bpf.h"
 #include "decide.bpf.h"
+#include "home_rules.h"
 
 const volatile bool home_enabled = true;
 
 u64 home_gen;			/* bumped by the agent after each proc_home change */
 s32 cpu_run_home[MAX_CPUS];	/* home node + 1 of the task running on each CPU, 0 none */
+u64 cpu_run_gen[MAX_CPUS];	/* ... read in this home_gen */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -80,7 +84,7 @@ static __always_inline s32 home_lookup(void *map, u32 id)
 {
 	s32 *n = bpf_map_lookup_elem(map, &id);
 
-	return n && *n >= 0 && (u32)*n < nr_nodes ? *n : -1;
+	return n ? home_rule_node(*n, nr_nodes) : -1;
 }
 
 /* @p's process's home node, or -1 */
@@ -149,8 +153,23 @@ __hidden bool home_steal_ok(struct task_struct *p __arg_trusted, struct task_ctx
 /* ops.running: remember the home of the task now on @cpu for the pass */
 __hidden void home_running(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
 {
-	if (home_enabled && cpu_valid(cpu))
-		cpu_run_home[cpu & CPU_MASK] = task_home(p, tctx) + 1;
+	u64 gen = home_gen;
+
+	if (!home_enabled || !cpu_valid(cpu))
+		return;
+	cpu_run_home[cpu & CPU_MASK] = task_home(p, tctx) + 1;
+	cpu_run_gen[cpu & CPU_MASK] = gen;
+}
+
+/*
+ * ops.tick: a task that keeps its CPU for long is not seen by ops.running
+ * again; re-read its home once the agent has changed the homes, so that
+ * the pass acts on the home it has now.
+ */
+__hidden void home_tick(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
+{
+	if (home_enabled && cpu_valid(cpu) && cpu_run_gen[cpu & CPU_MASK] != home_gen)
+		home_running(p, tctx, cpu);
 }
 
 /* mark @cpu's running task to go to node @to (numa_active_take() sends it) */
@@ -178,6 +197,7 @@ __hidden void home_balance(u64 now)
 {
 	const struct cpumask *idle;
 	u32 i, j, pass;
+	u64 gen = home_gen;
 
 	if (!home_enabled || nr_nodes < 2)
 		return;
@@ -190,12 +210,12 @@ __hidden void home_balance(u64 now)
 
 		if (i >= MAX_CPUS)
 			break;
-		h = cpu_run_home[c] - 1;
+		from = cpu_node[c];
+		h = home_rule_pass_dest(cpu_run_home[c], cpu_run_gen[c], gen, from);
 		if (h < 0 || !cpu_online(c) || bpf_cpumask_test_cpu(c, idle))
 			continue;
-		from = cpu_node[c];
 		to = h;
-		if (from == to || from >= MAX_NODES || to >= MAX_NODES || *home_pair(from, to) == pass)
+		if (from >= MAX_NODES || to >= MAX_NODES || *home_pair(from, to) == pass)
 			continue;
 		/* an idle CPU at home? (the task's own affinity is checked at the move) */
 		room = false;
@@ -207,8 +227,8 @@ __hidden void home_balance(u64 now)
 				break;
 			}
 			/* else a swap partner: a CPU at home running a task homed here */
-			if (partner < 0 && cpu_run_home[d] - 1 == (s32)from &&
-			    !active_to[d])
+			if (partner < 0 && !active_to[d] &&
+			    home_rule_pass_dest(cpu_run_home[d], cpu_run_gen[d], gen, to) == (s32)from)
 				partner = d;
 		}
 		if (!room && partner < 0)

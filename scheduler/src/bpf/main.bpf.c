@@ -647,7 +647,8 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
  * at its stop, one run of tens of ms would land in one epoch of its
  * process's occupancy (cache.bpf.c) and in one window of its utilisation
  * (numa.bpf.c): a process filling its LLC read as running more threads
- * than the LLC has cores, and lost its preferred LLC.
+ * than the LLC has cores, and lost its preferred LLC. For the same reason
+ * the task's home is re-read here once the agent has changed the homes.
  */
 void BPF_STRUCT_OPS(locality_tick, struct task_struct *p)
 {
@@ -661,6 +662,7 @@ void BPF_STRUCT_OPS(locality_tick, struct task_struct *p)
 	charge_run(p, tctx, cpu, now);
 	tctx->started_at = now;
 	numa_run_start(cpu, now);
+	home_tick(p, tctx, cpu);
 }
 
 void BPF_STRUCT_OPS(locality_exit_task, struct task_struct *p,

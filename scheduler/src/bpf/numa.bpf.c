@@ -495,12 +495,16 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 		return -1;
 	tctx = task_ctx(p);
 	now = scx_bpf_now();
-	if (time_delta(now, active_at[cpu & CPU_MASK]) > numa_interval_ns) {
+	switch (numa_rule_mark_for(p->pid, active_pid[cpu & CPU_MASK],
+				   time_delta(now, active_at[cpu & CPU_MASK]), numa_interval_ns)) {
+	case NUMA_MARK_EXPIRED:
 		active_to[cpu & CPU_MASK] = 0;
 		return -1;
+	case NUMA_MARK_OTHER:
+		return -1;
 	}
-	/* only the task that was running here when marked, and only once */
-	if (!tctx || p->pid != active_pid[cpu & CPU_MASK] || p->nr_cpus_allowed < 2 ||
+	/* the marked task, once (the exchange below) */
+	if (!tctx || p->nr_cpus_allowed < 2 ||
 	    (p->flags & PF_KTHREAD) || !numa_task_may_cross(tctx, now))
 		return -1;
 	to = __sync_lock_test_and_set(&active_to[cpu & CPU_MASK], 0) - 1;
@@ -776,7 +780,8 @@ __hidden s32 numa_place_exec(struct task_struct *p __arg_trusted, struct task_ct
 	if (!again)
 		tctx->exec_at = now ?: 1;
 	t = numa_place_new(p, cpu, STAT_XNODE_EXEC, again);
-	if (t >= 0 || !place_least_loaded || time_delta(now, tctx->exec_at) >= numa_interval_ns)
+	if (numa_rule_exec_done(t >= 0, place_least_loaded, time_delta(now, tctx->exec_at),
+				numa_interval_ns))
 		tctx->exec_pending = 0;
 	return t;
 }

@@ -261,6 +261,41 @@ static __always_inline bool numa_rule_new_stays_least_loaded(u32 parent_nr, u32 
 }
 
 /*
+ * Rule 3 at exec, least-loaded: a program that stayed on its node at its
+ * first check is checked again at each slice end, for one balance interval
+ * @interval_ns. Is its placement over after this check, @since_first_ns
+ * after its first? Yes once it moved (@moved), at once where the rule
+ * decides only once (@recheck false: --exec-placement=allowance), and once
+ * the interval has passed.
+ */
+static __always_inline bool numa_rule_exec_done(bool moved, bool recheck, u64 since_first_ns,
+						u64 interval_ns)
+{
+	return moved || !recheck || since_first_ns >= interval_ns;
+}
+
+/*
+ * Rule 6's mark on a CPU (and home.bpf.c's), set @age_ns ago for the task
+ * @marked_pid then running there: what it means for @pid, a task being
+ * enqueued from that CPU. NUMA_MARK_EXPIRED past one balance interval
+ * @interval_ns (the task stopped on its own before the kick landed; the
+ * caller clears it), NUMA_MARK_MINE for the marked task, else
+ * NUMA_MARK_OTHER: a task that ran there after it never takes its move.
+ */
+enum numa_mark_verdict {
+	NUMA_MARK_OTHER,
+	NUMA_MARK_MINE,
+	NUMA_MARK_EXPIRED,
+};
+
+static __always_inline u32 numa_rule_mark_for(s32 pid, s32 marked_pid, u64 age_ns, u64 interval_ns)
+{
+	if (age_ns > interval_ns)
+		return NUMA_MARK_EXPIRED;
+	return pid == marked_pid ? NUMA_MARK_MINE : NUMA_MARK_OTHER;
+}
+
+/*
  * Rule 3's claim: count a new program on the node its placement chose, in
  * that node's placed figure *@placed (node_placed), as part of the choice:
  * only if the figure still reads @seen, the value the choice was made with

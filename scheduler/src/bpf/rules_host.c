@@ -11,6 +11,7 @@
 #include "cache_rules.h"
 #include "push_rules.h"
 #include "idle_rules.h"
+#include "home_rules.h"
 
 /* layouts the Rust side checks: size, then each field's offset in order */
 const size_t rules_numa_node_fig_layout[] = {
@@ -37,6 +38,12 @@ const size_t rules_cache_scan_layout[] = {
 	offsetof(struct cache_scan, least),
 	offsetof(struct cache_scan, best),
 	offsetof(struct cache_scan, idle_best),
+};
+
+const u32 rules_numa_mark_verdicts[] = {
+	NUMA_MARK_OTHER,
+	NUMA_MARK_MINE,
+	NUMA_MARK_EXPIRED,
 };
 
 const u32 rules_cache_pref_verdicts[] = {
@@ -88,6 +95,16 @@ bool rules_numa_new_stays(u32 mode, const struct numa_node_fig *parent,
 bool rules_numa_new_stays_least_loaded(u32 parent_nr, u32 least_nr)
 {
 	return numa_rule_new_stays_least_loaded(parent_nr, least_nr);
+}
+
+bool rules_numa_exec_done(bool moved, bool recheck, u64 since_first_ns, u64 interval_ns)
+{
+	return numa_rule_exec_done(moved, recheck, since_first_ns, interval_ns);
+}
+
+u32 rules_numa_mark_for(s32 pid, s32 marked_pid, u64 age_ns, u64 interval_ns)
+{
+	return numa_rule_mark_for(pid, marked_pid, age_ns, interval_ns);
 }
 
 bool rules_numa_claim(u32 *placed, u32 seen)
@@ -234,4 +251,16 @@ u64 rules_idle_slot_bit(u32 slot)
 u32 rules_idle_line_cpu(u32 llc_first_cpu, u32 llc_first_line, u32 line, u32 bit)
 {
 	return idle_rule_line_cpu(llc_first_cpu, llc_first_line, line, bit);
+}
+
+/* ---- home_rules.h ---- */
+
+s32 rules_home_node(s32 n, u32 nr_nodes)
+{
+	return home_rule_node(n, nr_nodes);
+}
+
+s32 rules_home_pass_dest(s32 run_home, u64 run_gen, u64 gen, u32 node)
+{
+	return home_rule_pass_dest(run_home, run_gen, gen, node);
 }
