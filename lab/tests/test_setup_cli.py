@@ -56,3 +56,12 @@ def test_setup_says_before_it_adds_the_source(tmp_path):
     told = "\n".join(lines[said:copy])
     assert "/etc/apt/sources.list.d/locality-bookworm-backports.sources" in told
     assert "It stays after setup" in told and "--no-apt-source" in told
+
+
+def test_help_installs_nothing(tmp_path):
+    """`bin/lab setup --help` prints its usage and exits 0 before touching apt (it once ran the whole setup)."""
+    for flag in ("--help", "-h"):
+        r = setup(tmp_path, flag)
+        assert r.returncode == 0, r.stderr
+        assert "usage: bin/lab setup" in r.stdout
+        assert "FAKE" not in r.stderr and "lab setup:" not in r.stderr
