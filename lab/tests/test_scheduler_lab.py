@@ -21,6 +21,19 @@ def final_stats(sched_log):
     raise AssertionError(f"no final stats line in {sched_log}")
 
 
+def run_steps(machine, scheds, cmd, timeout_s):
+    """Run shell command @cmd under each scheduler spec of @scheds, in turn in one boot of @machine; the result
+    and each scheduler's part of the console output (from the line that names it)."""
+    steps = [run.Step(run.parse_sched(s), f"echo 'step-under: {s}'; {cmd}", timeout_s=60) for s in scheds]
+    buf = io.StringIO()
+    res = run.run_job(machines.load(machine), steps, timeout_s=timeout_s, stream=buf, build_scheduler=False)
+    out = buf.getvalue()
+    assert res.exit_code() == run.EXIT_OK, (res, out[-3000:])
+    parts = {part.split("\n", 1)[0].strip(): part for part in out.split("step-under: ")[1:]}
+    assert sorted(parts) == sorted(scheds), (list(parts), out[-3000:])
+    return res, parts
+
+
 def test_soak_fast_numa2():
     """Every reliability case (stress, hotplug, cgroups, FIFO hog, pinning, nice, start/stop, kill -9)."""
     # pytest's limit is above the lab's own (boot + the cases' budgets + scheduler starts, about 41 min), so
@@ -133,24 +146,16 @@ def test_exec_placement_spreads_programs_numaq4():
     the test asks what holds every boot: one per node in at least one round, and never fewer than 3 nodes. A
     placement that did nothing leaves them where the fork push put them. The same under --exec-placement=allowance
     (today's kernel rule) runs in the same boot and is printed, not asserted: it spread the four in 3 of 8 boots."""
-    m = machines.load("numaq4")
     rounds = "; ".join(f"echo 'execspread-round: {r}'; {EXEC_SPREAD}" for r in (1, 2, 3))
-    steps = [run.Step(run.parse_sched(s), f"echo 'execspread-step: {s}'; {rounds}", timeout_s=60)
-             for s in ("scx_locality", "scx_locality:--exec-placement=allowance")]
-    buf = io.StringIO()
-    res = run.run_job(m, steps, timeout_s=400, stream=buf, build_scheduler=False)
-    out = buf.getvalue()
-    assert res.exit_code() == run.EXIT_OK, (res, out[-3000:])
-    nodes = {}
-    for part in out.split("execspread-step: ")[1:]:
-        sched = part.split("\n", 1)[0].strip()
-        nodes[sched] = [sorted(int(n) for n in re.findall(r"^execspread: \d+ \d+ (\d+)", rnd, re.M))
-                        for rnd in part.split("execspread-round: ")[1:]]
+    res, parts = run_steps("numaq4", ("scx_locality", "scx_locality:--exec-placement=allowance"), rounds, 400)
+    nodes = {sched: [sorted(int(n) for n in re.findall(r"^execspread: \d+ \d+ (\d+)", rnd, re.M))
+                     for rnd in part.split("execspread-round: ")[1:]]
+             for sched, part in parts.items()}
     print("nodes of the four programs, per round:", nodes)
     on = nodes["scx_locality"]
-    assert len(on) == 3 and all(len(r) == 4 for r in on), (nodes, out[-3000:])
-    assert [0, 1, 2, 3] in on, (nodes, out[-3000:])
-    assert all(len(set(r)) >= 3 for r in on), (nodes, out[-3000:])
+    assert len(on) == 3 and all(len(r) == 4 for r in on), nodes
+    assert [0, 1, 2, 3] in on, nodes
+    assert all(len(set(r)) >= 3 for r in on), nodes
     st = final_stats(res.steps[0].sched_log)
     print("default: xnode_exec", st["xnode_exec"], "new_local", st["numa_new_local"],
           "claim_lost", st["numa_claim_lost"])
@@ -176,23 +181,15 @@ def test_balance_pass_spreads_a_full_node_haswell2s():
     sends them over (rule 6). With --numa-balance=off nothing moves them but stray wake-ups. Measured in 3 boots
     (docs/decisions.md): programs on node 1 after 4 s, 4, 3 and 4 with the pass, 2, 1 and 1 without; the test asks
     3 with the pass and prints the off switch's count."""
-    m = machines.load("haswell2s")
-    steps = [run.Step(run.parse_sched(s), f"echo 'balance-step: {s}'; {FULL_NODE}", timeout_s=60)
-             for s in ("scx_locality", "scx_locality:--numa-balance=off")]
-    buf = io.StringIO()
-    res = run.run_job(m, steps, timeout_s=400, stream=buf, build_scheduler=False)
-    out = buf.getvalue()
-    assert res.exit_code() == run.EXIT_OK, (res, out[-3000:])
-    on_node1 = {}
-    for part in out.split("balance-step: ")[1:]:
-        sched = part.split("\n", 1)[0].strip()
-        on_node1[sched] = [sum(1 for n in re.findall(rf"^balance-{t}: \d+ (\d+)", part, re.M) if n == "1")
-                           for t in (1, 2, 3, 4)]
+    res, parts = run_steps("haswell2s", ("scx_locality", "scx_locality:--numa-balance=off"), FULL_NODE, 400)
+    on_node1 = {sched: [sum(1 for n in re.findall(rf"^balance-{t}: \d+ (\d+)", part, re.M) if n == "1")
+                        for t in (1, 2, 3, 4)]
+                for sched, part in parts.items()}
     print("programs on node 1, each second:", on_node1)
     on, off = (final_stats(s.sched_log) for s in res.steps)
     print("default: xnode_active", on["xnode_active"], "xnode_steal_balance", on["xnode_steal_balance"],
           "numa_budget", on["numa_budget"], "| off: xnode_active", off["xnode_active"])
-    assert on_node1["scx_locality"][-1] >= 3, (on_node1, out[-3000:])
+    assert on_node1["scx_locality"][-1] >= 3, (on_node1, parts["scx_locality"][-3000:])
     assert on["xnode_active"] + on["xnode_steal_balance"] > 0, on
 
 
@@ -214,16 +211,9 @@ def test_wake_follow_joins_a_split_pair_numa2():
     balance pass nor a steal joins them, and a wake-up stays in its node. Only a synchronous wakee following its
     waker's node does, within a moment; with --no-wake-follow the pair stays split. Measured (docs/decisions.md):
     together at every second with it, split at every second without."""
-    m = machines.load("numa2")
-    steps = [run.Step(run.parse_sched(s), f"echo 'follow-step: {s}'; {SPLIT_PAIR}", timeout_s=60)
-             for s in ("scx_locality", "scx_locality:--no-wake-follow")]
-    buf = io.StringIO()
-    res = run.run_job(m, steps, timeout_s=300, stream=buf, build_scheduler=False)
-    out = buf.getvalue()
-    assert res.exit_code() == run.EXIT_OK, (res, out[-3000:])
+    res, parts = run_steps("numa2", ("scx_locality", "scx_locality:--no-wake-follow"), SPLIT_PAIR, 300)
     together = {}
-    for part in out.split("follow-step: ")[1:]:
-        sched = part.split("\n", 1)[0].strip()
+    for sched, part in parts.items():
         together[sched] = []
         for sec in (1, 2, 3):
             nodes = re.findall(rf"^follow-{sec}: \d+ (\d+)", part, re.M)
