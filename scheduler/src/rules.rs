@@ -883,6 +883,13 @@ mod cache {
             choose(&[steady(2.5), steady(2.0)], None, None, 2, 1, EP, &l),
             Pref::DropFit
         );
+        // runnable, not only running: a process kept in a 4-core LLC never
+        // runs more than 4 threads there, however many wait; cache_new_epoch()
+        // adds the threads' decayed waiting time to the occupancy
+        let [keep, fit] = unsafe { rules_cache_pref_verdicts };
+        assert_eq!(verdict(steady(3.9), 4, EP, 1), keep);
+        assert_eq!(verdict(steady(3.9) + steady(1.5), 4, EP, 1), fit);
+        assert_eq!(verdict(steady(2.0) + steady(1.5), 4, EP, 1), keep);
         // tolerance 2 doubles the limit; 100 removes it
         assert_eq!(choose(&[steady(4.4), 0], None, None, 2, 2, EP, &l), Pref::Llc(0));
         assert_eq!(choose(&[steady(100.0), 0], None, None, 2, 100, EP, &l), Pref::Llc(0));

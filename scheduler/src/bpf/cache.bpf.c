@@ -32,8 +32,10 @@
  *     dropped at once, without hysteresis; with no runtime in the home
  *     node yet, its least loaded LLC is taken. Without a home, the
  *     candidate is the largest-occupancy LLC of any node;
- *   - dropped (pref = -1) when the process's running threads, estimated
- *     as sum(occ) / epoch right after the decay (cache_rule_verdict()),
+ *   - dropped (pref = -1) when the process's runnable threads, estimated
+ *     as (sum(occ) + wait) / epoch right after the decay, wait being the
+ *     time its threads waited to run, decayed alike (ops.running adds it,
+ *     cache_running(); cache_rule_verdict()),
  *     are more than aggr_tolerance times the LLC's cores (CPUs / SMT
  *     width, llc_nr_cores(); aggr_tolerance 100 = never). An overloaded
  *     LLC does not drop it: as in the series, the gates decide each move.
@@ -147,6 +149,7 @@ struct cache_proc {
 	u64 occ[CACHE_MAX_LLCS];	/* decayed runtime per LLC */
 	u64 rt[CACHE_MAX_LLCS];		/* cumulative runtime per LLC */
 	u64 thread_util;	/* one thread's utilisation, as of the last epoch */
+	u64 wait;		/* decayed time its threads waited runnable, ns */
 };
 
 struct {
@@ -336,6 +339,13 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 		cache_rule_scan(&scan, i, v, home >= 0, home < 0 || cache_llc_node(i) == home,
 				llc_load[i & LLC_MASK]);
 	}
+	/* the time its threads waited to run decays with the runtime */
+	for (i = 0; i < 4; i++) {
+		u64 seen = READ_ONCE(e->wait);
+
+		if (__sync_val_compare_and_swap(&e->wait, seen, cache_rule_decay(seen, d)) == seen)
+			break;
+	}
 	cur = e->pref_llc;
 	best = cache_rule_pick(&scan, cur, home < 0 || (cur >= 0 && cache_llc_node(cur) == home),
 			       e->occ[cur & CLLC_MASK], cache_switch_ratio);
@@ -344,7 +354,8 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 		return;
 	}
 	e->thread_util = cache_rule_thread_util(scan.total, cache_epoch_ns, e->nr_threads);
-	verdict = cache_rule_verdict(scan.total, llc_nr_cores(best), cache_epoch_ns, cache_aggr_tol);
+	verdict = cache_rule_verdict(scan.total + READ_ONCE(e->wait), llc_nr_cores(best),
+				     cache_epoch_ns, cache_aggr_tol);
 	if (verdict != CACHE_PREF_KEEP) {
 		if (cur >= 0)
 			stat_inc(STAT_CACHE_DROP_FIT);
@@ -458,14 +469,18 @@ static __always_inline void pref_away_update(u32 c, s32 old, s32 want)
 }
 
 /* ops.running: note @p's preferred LLC; drop an ask meant for another */
-__hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu)
+__hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu, u64 waited)
 {
-	u32 c = cpu & CPU_MASK;
+	u32 c = cpu & CPU_MASK, tgid = p->tgid;
+	struct cache_proc *e;
 	u64 util;
 	s32 want;
 
 	if (!cache_aware || !cpu_valid(cpu))
 		return;
+	/* runnable, not only running: the fit counts the threads that wait too */
+	if (waited && (e = bpf_map_lookup_elem(&cache_procs, &tgid)))
+		__sync_fetch_and_add(&e->wait, waited);
 	want = cache_pref(p, &util) + 1;
 	pref_away_update(c, cpu_run_pref[c], want);
 	cpu_run_pref[c] = want;

@@ -21,7 +21,7 @@ bool cache_kick_pref(struct task_struct *p, s32 victim);
 void cache_aggr_mark(s32 cpu);
 
 /* accounting: ops.running, ops.stopping, ops.exit_task */
-void cache_running(struct task_struct *p, s32 cpu);
+void cache_running(struct task_struct *p, s32 cpu, u64 waited);
 void cache_account(struct task_struct *p, s32 cpu, u64 used);
 void cache_task_exit(struct task_struct *p);
 

@@ -208,13 +208,16 @@ enum cache_pref_verdict {
 };
 
 /*
- * Back off: does a process whose occupancy over all LLCs is @total keep
- * preferring an LLC of @cores cores? Its running threads must not be more
- * than the cores times @aggr_tol (@aggr_tol 100: no limit), as the series'
- * exceed_llc_nr() counts them against the LLC's CPUs over the SMT width.
- * Called right after the decay: a sum to which r running threads add
+ * Back off: does a process whose runnable time over all LLCs is @total
+ * keep preferring an LLC of @cores cores? Its runnable threads must not be
+ * more than the cores times @aggr_tol (@aggr_tol 100: no limit), as the
+ * series' exceed_llc_nr() counts them (nr_running_avg) against the LLC's
+ * CPUs over the SMT width. @total is the occupancy plus the time the
+ * threads waited to run: runtime alone cannot exceed the LLC the process
+ * is kept in, so a process squeezed into it would always seem to fit.
+ * Called right after the decay: a sum to which r runnable threads add
  * r * epoch each epoch and which is halved every epoch settles, just after
- * the halving, at r * epoch, so the running threads are total / @epoch_ns.
+ * the halving, at r * epoch, so the runnable threads are total / @epoch_ns.
  * Overload does not drop the preference (the series keeps it while the
  * LLC overflows); the gates decide each move.
  */

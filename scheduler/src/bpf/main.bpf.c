@@ -543,6 +543,7 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 	struct task_ctx *tctx = task_ctx(p);
 	s32 cpu = scx_bpf_task_cpu(p);
 	u32 why, kind = 0;
+	u64 waited = 0;
 	s32 last;
 
 	if (!tctx)
@@ -552,6 +553,8 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 	numa_run_start(cpu, tctx->started_at);
 	if (tctx->queued_at) {
 		u64 wait = time_delta(tctx->started_at, tctx->queued_at);
+
+		waited = wait;
 
 		if (wait > max_wait_ns) {
 			max_wait_ns = wait;
@@ -576,7 +579,7 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 	}
 
 	home_running(p, tctx, cpu);
-	cache_running(p, cpu);
+	cache_running(p, cpu, waited);
 	last = tctx->last_cpu;
 	tctx->last_cpu = cpu;
 	why = tctx->why;
