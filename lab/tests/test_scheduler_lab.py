@@ -179,7 +179,7 @@ def test_balance_pass_spreads_a_full_node_haswell2s():
     is idle: 8 idle CPUs against 0, past the allowance (Gorman 2019: an imbalance of 2 when the destination runs
     few), so the pass grants node 1 a budget and, with nothing queued to steal, preempts running programs and
     sends them over (rule 6). With --numa-balance=off nothing moves them but stray wake-ups. Measured in 3 boots
-    (docs/decisions.md): programs on node 1 after 4 s, 4, 3 and 4 with the pass, 2, 1 and 1 without; the test asks
+    (docs/decisions.md): programs on node 1 after 4 s, 4, 3, 4 and 4 with the pass, 2, 1, 1 and 1 without; the test asks
     3 with the pass and prints the off switch's count."""
     res, parts = run_steps("haswell2s", ("scx_locality", "scx_locality:--numa-balance=off"), FULL_NODE, 400)
     on_node1 = {sched: [sum(1 for n in re.findall(rf"^balance-{t}: \d+ (\d+)", part, re.M) if n == "1")
