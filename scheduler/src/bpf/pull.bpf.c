@@ -42,10 +42,10 @@
  * Cache-aware (cache.bpf.c): between levels 2 and 3 an aggregation level
  * steals tasks of the node's other LLCs whose process prefers this CPU's
  * LLC (gate "into"); levels 3 and 5 skip tasks whose preferred LLC is the
- * victim's while the gate "out" forbids leaving it; with cache-aware on,
- * ops.enqueue does not hand tasks over (pull_claim_near()) and
- * pull_kick_stealer() wakes a stealer instead, of the task's preferred LLC
- * first.
+ * victim's while the gate "out" forbids leaving it; ops.enqueue hands a
+ * task over (pull_claim_near()) only inside its preferred LLC, or beyond it
+ * where the gate "out" allows, and a task preferring another LLC is left
+ * to pull_kick_stealer(), which wakes a stealer of that LLC.
  *
  * Knobs: no_steal disables levels 1-3 and 5, the hand-over at enqueue and
  * the stealer kick (level 4 stays: it is about correctness, not balance);
@@ -401,21 +401,32 @@ __hidden bool pull_steal(s32 cpu, bool prev_runnable)
  * idle CPU allowed for it in the victim's LLC, else in its node, for
  * ops.enqueue to hand @p to; or -1. Such a CPU went idle after the
  * wake-up's own search, or @p comes back from its slice, which searched
- * nothing. -1 with cache-aware scheduling, whose gates decide who pulls a
- * task (pull_kick_stealer()).
+ * nothing. With cache-aware scheduling, -1 for a task whose process
+ * prefers another LLC (a stealer there pulls it, pull_kick_stealer()),
+ * and no CPU outside its preferred LLC unless the gate "out" allows.
  */
 __hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim)
 {
 	u32 v = victim & CPU_MASK, l = cpu_llc[v], n = cpu_node[v];
 	s32 cpu;
 
-	if (no_steal || cache_aware)
+	if (no_steal)
 		return -1;
+	if (cache_aware) {
+		s32 pref = cache_pref(p, NULL);
+
+		/* preferring another LLC: a stealer there pulls it (pull_kick_stealer()) */
+		if (pref >= 0 && (u32)pref != l)
+			return -1;
+	}
 	cpu = idle_pick_llc(p, l, false);
 	if (cpu >= 0) {
 		stat_inc(STAT_ENQ_HANDOFF);
 		return cpu;
 	}
+	/* out of its preferred LLC only as the gate "out" allows */
+	if (cache_aware && cache_keep(p, l, -1))
+		return -1;
 	if (node_nr_cpus(n) > llc_nr_cpus(l)) {
 		cpu = idle_pick_node(p, n, l);
 		if (cpu >= 0) {
