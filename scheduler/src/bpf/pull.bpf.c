@@ -43,9 +43,10 @@
  * steals tasks of the node's other LLCs whose process prefers this CPU's
  * LLC (gate "into"); levels 3 and 5 skip tasks whose preferred LLC is the
  * victim's while the gate "out" forbids leaving it; ops.enqueue hands a
- * task over (pull_claim_near()) only inside its preferred LLC, or beyond it
- * where the gate "out" allows, and a task preferring another LLC is left
- * to pull_kick_stealer(), which wakes a stealer of that LLC.
+ * task over (pull_claim_near()) as without it, except that a task whose
+ * process prefers another LLC is left to pull_kick_stealer(), which wakes a
+ * stealer of that LLC, and one in its preferred LLC leaves it only where
+ * the gate "out" allows.
  *
  * Knobs: no_steal disables levels 1-3 and 5, the hand-over at enqueue and
  * the stealer kick (level 4 stays: it is about correctness, not balance);
