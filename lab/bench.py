@@ -425,7 +425,7 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         progress.done_est = est_before + per_run_est
         raw_dir = out / "raw" / f"run{r + 1}"
         raw_dir.mkdir(parents=True, exist_ok=True)
-        # the boot the results come from: RUN_DIR-retry when run_job booted once more
+        # the boot the results come from: RUN_DIR-retry or -retry2 when run_job booted again
         used_dir = Path(result.run_dir) if result.run_dir else run_dir
         for name in ("console.log", "kernel.log", "result.json"):
             if (used_dir / name).exists():

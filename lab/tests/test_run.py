@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """The host side of a run: scheduler specs, job scripts, the guest's records and the kernel's exit lines."""
 import base64
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +203,38 @@ def test_host_cpu_given_to_other_work():
     assert run.host_other_pct(8.0, 9.0, 10.0, 2) == 0.0
     assert run.host_other_pct(8.0, 1.0, 0.0, 2) is None
     assert run.own_cpu_seconds() > 0
+
+
+
+def test_emulator_faults_get_at_most_two_new_boots(tmp_path, monkeypatch):
+    """The text-patching oops twice in a row (seen in CI) gets a third boot, whose result counts; a third oops in a
+    row is the run's result; a step that fails without the emulator's fault is never booted again."""
+    oops = "[ 48.6] Oops: int3: 0000 [#1] SMP NOPTI\n[ 48.7] CPU: 5 UID: 0\n[ 48.7] RIP: 0010:sched_tick+0xd6/0x250\n"
+    boots = []
+
+    def boot_each(consoles):
+        """_run_job_once stand-in: boot k writes consoles[k]; its step fails unless the console is "ok"."""
+        boots.clear()
+
+        def once(m, steps, timeout_s, run_dir, *rest):
+            d = Path(run_dir)
+            d.mkdir(parents=True, exist_ok=True)
+            console = consoles[len(boots)]
+            (d / "console.log").write_text(console)
+            boots.append(d.name)
+            r = run.RunResult(machine="numa2", run_dir=str(d), kernel_log="", completed=True)
+            r.steps = [run.StepResult(sched="eevdf", cmd_exit=0 if console == "ok\n" else 1)]
+            return r
+        monkeypatch.setattr(run, "_run_job_once", once)
+
+    m = machines.load("numa2")
+    quiet = {"stream": None, "log": lambda msg: None}
+    boot_each([oops, oops, "ok\n"])
+    r = run.run_job(m, [], 60, run_dir=tmp_path / "a", **quiet)
+    assert boots == ["a", "a-retry", "a-retry2"] and r.exit_code() == run.EXIT_OK
+    boot_each([oops, oops, oops, "ok\n"])
+    r = run.run_job(m, [], 60, run_dir=tmp_path / "b", **quiet)
+    assert boots == ["b", "b-retry", "b-retry2"] and r.exit_code() == run.EXIT_CMD_FAILED
+    boot_each(["a step failed\n", "ok\n"])
+    r = run.run_job(m, [], 60, run_dir=tmp_path / "c", **quiet)
+    assert boots == ["c"] and r.exit_code() == run.EXIT_CMD_FAILED
