@@ -222,22 +222,11 @@ static __always_inline u64 cache_epoch_now(void)
 	return scx_bpf_now() / (cache_epoch_ns ?: 1);
 }
 
-/*
- * preferred LLC of @p's process, or -1; with @util (may be NULL), the
- * utilisation of one of its threads
- */
-__hidden s32 cache_pref(struct task_struct *p __arg_trusted, u64 *util)
+/* the preferred LLC of the process whose entry is @e (may be NULL), as cache_pref() */
+static __always_inline s32 cache_entry_pref(struct cache_proc *e, u64 *util)
 {
-	struct cache_proc *e;
-	u32 tgid;
 	s32 pref;
 
-	if (util)
-		*util = 0;
-	if (!cache_aware)
-		return -1;
-	tgid = p->tgid;
-	e = bpf_map_lookup_elem(&cache_procs, &tgid);
 	if (!e)
 		return -1;
 	pref = e->pref_llc;
@@ -250,6 +239,21 @@ __hidden s32 cache_pref(struct task_struct *p __arg_trusted, u64 *util)
 	if (util)
 		*util = e->thread_util;
 	return pref;
+}
+
+/*
+ * preferred LLC of @p's process, or -1; with @util (may be NULL), the
+ * utilisation of one of its threads
+ */
+__hidden s32 cache_pref(struct task_struct *p __arg_trusted, u64 *util)
+{
+	u32 tgid = p->tgid;
+
+	if (util)
+		*util = 0;
+	if (!cache_aware)
+		return -1;
+	return cache_entry_pref(bpf_map_lookup_elem(&cache_procs, &tgid), util);
 }
 
 /* node of LLC @l (its first CPU's), or -1 */
@@ -304,6 +308,27 @@ __hidden bool cache_keep(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
 }
 
 /*
+ * Decay *@slot by @d epochs and return the value written. With a
+ * compare-and-swap: other CPUs keep adding runtime (cache_account) and
+ * waits (cache_running) while this one decays, and a plain store would
+ * drop what they added, or undo the decay with theirs.
+ */
+static __always_inline u64 cache_decay_slot(u64 *slot, u64 d)
+{
+	u64 seen = READ_ONCE(*slot), v = 0, got;
+	int k;
+
+	for (k = 0; k < 4; k++) {
+		v = cache_rule_decay(seen, d);
+		got = __sync_val_compare_and_swap(slot, seen, v);
+		if (got == seen)
+			break;
+		seen = got;
+	}
+	return v;
+}
+
+/*
  * New epoch for @e: decay by @d epochs and re-evaluate the preference
  * (cache_rules.h: decay and scan each LLC, pick, verdict); @home is the
  * process's home node or -1. Not inlined: one copy, called from
@@ -321,31 +346,13 @@ static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 		n = CACHE_MAX_LLCS;
 	cache_rule_scan_start(&scan);
 	bpf_for(i, 0, n) {
-		u64 *slot = &e->occ[i & CLLC_MASK], seen = READ_ONCE(*slot), v = 0, got;
-		int k;
+		u64 v = cache_decay_slot(&e->occ[i & CLLC_MASK], d);
 
-		/*
-		 * Halve with a compare-and-swap: other CPUs keep adding runtime
-		 * (cache_account) while this one decays, and a plain store
-		 * would drop what they added, or undo the decay with theirs.
-		 */
-		for (k = 0; k < 4; k++) {
-			v = cache_rule_decay(seen, d);
-			got = __sync_val_compare_and_swap(slot, seen, v);
-			if (got == seen)
-				break;
-			seen = got;
-		}
 		cache_rule_scan(&scan, i, v, home >= 0, home < 0 || cache_llc_node(i) == home,
 				llc_load[i & LLC_MASK]);
 	}
 	/* the time its threads waited to run decays with the runtime */
-	for (i = 0; i < 4; i++) {
-		u64 seen = READ_ONCE(e->wait);
-
-		if (__sync_val_compare_and_swap(&e->wait, seen, cache_rule_decay(seen, d)) == seen)
-			break;
-	}
+	cache_decay_slot(&e->wait, d);
 	cur = e->pref_llc;
 	best = cache_rule_pick(&scan, cur, home < 0 || (cur >= 0 && cache_llc_node(cur) == home),
 			       e->occ[cur & CLLC_MASK], cache_switch_ratio);
@@ -473,15 +480,16 @@ __hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu, u64 wa
 {
 	u32 c = cpu & CPU_MASK, tgid = p->tgid;
 	struct cache_proc *e;
-	u64 util;
+	u64 util = 0;
 	s32 want;
 
 	if (!cache_aware || !cpu_valid(cpu))
 		return;
+	e = bpf_map_lookup_elem(&cache_procs, &tgid);
 	/* runnable, not only running: the fit counts the threads that wait too */
-	if (waited && (e = bpf_map_lookup_elem(&cache_procs, &tgid)))
+	if (e && waited)
 		__sync_fetch_and_add(&e->wait, waited);
-	want = cache_pref(p, &util) + 1;
+	want = cache_entry_pref(e, &util) + 1;
 	pref_away_update(c, cpu_run_pref[c], want);
 	cpu_run_pref[c] = want;
 	cpu_run_util[c] = util;

@@ -552,12 +552,9 @@ void BPF_STRUCT_OPS(locality_running, struct task_struct *p)
 	tctx->started_at = scx_bpf_now();
 	numa_run_start(cpu, tctx->started_at);
 	if (tctx->queued_at) {
-		u64 wait = time_delta(tctx->started_at, tctx->queued_at);
-
-		waited = wait;
-
-		if (wait > max_wait_ns) {
-			max_wait_ns = wait;
+		waited = time_delta(tctx->started_at, tctx->queued_at);
+		if (waited > max_wait_ns) {
+			max_wait_ns = waited;
 			max_wait_pid = p->pid;
 			max_wait_cpu = cpu;
 			max_wait_allowed = p->nr_cpus_allowed;
