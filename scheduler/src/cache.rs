@@ -37,6 +37,18 @@ pub enum CacheGates {
     Utilisation,
 }
 
+/// --cache-busy-wake values: a waking thread finds no idle CPU in its
+/// process's preferred LLC, and the gate "out" keeps it there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CacheBusyWake {
+    /// It waits there for a CPU of that LLC (the gate's answer).
+    Wait,
+    /// It takes an idle CPU elsewhere in its node; an idle CPU of the
+    /// preferred LLC asks it back later. Shorter waits for processes whose
+    /// bursts of wake-ups outnumber the LLC's CPUs, less co-location.
+    Leave,
+}
+
 pub const CACHE_MAX_LLCS: usize = intf::locality_consts_CACHE_MAX_LLCS as usize;
 
 /// Byte layout of `struct cache_proc` (cache.bpf.c).

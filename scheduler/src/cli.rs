@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 use crate::memory::scope::Rule;
 use crate::memory::MemoryMode;
-use crate::cache::CacheGates;
+use crate::cache::{CacheBusyWake, CacheGates};
 use crate::numa::{ExecPlacement, NumaBalance};
 
 const EXIT_CODES: &str = "\
@@ -255,6 +255,12 @@ pub struct Opts {
     /// preferred LLC.
     #[arg(long, value_enum, default_value_t = CacheGates::Overload)]
     pub cache_gates: CacheGates,
+
+    /// Cache-aware: what a waking thread does when its process's preferred
+    /// LLC has no idle CPU and the gates keep it there. An idle CPU of that
+    /// LLC asks a thread that left to come back.
+    #[arg(long, value_enum, value_name = "RULE", default_value_t = CacheBusyWake::Wait)]
+    pub cache_busy_wake: CacheBusyWake,
 
     /// Cache-aware: hysteresis; the preferred LLC changes only when another
     /// LLC has more than N times its occupancy.
@@ -664,6 +670,8 @@ mod tests {
         assert!(parse(&["--cache-wake-aggr"]).unwrap().cache_wake_aggr);
         assert!(!o.cache_within_node && parse(&["--cache-within-node"]).unwrap().cache_within_node);
         assert_eq!(o.cache_gates, CacheGates::Overload);
+        assert_eq!(o.cache_busy_wake, CacheBusyWake::Wait);
+        assert_eq!(parse(&["--cache-busy-wake=leave"]).unwrap().cache_busy_wake, CacheBusyWake::Leave);
         assert_eq!(
             parse(&["--cache-gates=utilisation"]).unwrap().cache_gates,
             CacheGates::Utilisation

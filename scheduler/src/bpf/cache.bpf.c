@@ -74,11 +74,12 @@
  *     victim's when the gate "out" forbids the move; a task queued
  *     behind a busy CPU outside its preferred LLC wakes an idle CPU of the
  *     preferred LLC to pull it.
- *   push.bpf.c: a waking task whose prev CPU is in its preferred LLC does
- *     not leave that LLC for an idle CPU elsewhere in the node when the
- *     gate "out" forbids a move to the node's least busy other LLC (or,
- *     for the wake-affine step, to the waker's LLC); it is queued and
- *     pulled inside the LLC.
+ *   push.bpf.c: a waking task whose prev CPU is in its preferred LLC
+ *     does not move to an idle CPU of the waker's LLC when the gate "out"
+ *     forbids it (wake-affine step). When its LLC has no idle CPU and the
+ *     gate forbids a move to the node's least busy other LLC, it waits
+ *     there for a CPU (unless --cache-busy-wake=leave: cache_keep_busy());
+ *     pull.bpf.c's hand-over at enqueue follows the same rule.
  *   numa.bpf.c: the balance pass's active move (rule 6) leaves a thread
  *     that cache_keep() keeps in its preferred LLC.
  *   balancing pulls running tasks too (cache_aggr_mark): a CPU about to
@@ -126,6 +127,7 @@ const volatile bool cache_aware;
  */
 const volatile bool cache_track;
 const volatile bool cache_wake_aggr;
+const volatile bool cache_busy_leave;
 /* --cache-within-node clears it: aggregation asks only tasks of the idle CPU's node */
 const volatile bool cache_across_nodes = true;
 const volatile u64 cache_epoch_ns = DFL_CACHE_EPOCH_MS * 1000000ULL;
@@ -495,6 +497,16 @@ __hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu, u64 wa
 	cpu_run_util[c] = util;
 	if (cpu_aggr_req[c] && cpu_aggr_req[c] != want)
 		cpu_aggr_req[c] = 0;
+}
+
+/*
+ * @p, waking or about to queue, found no idle CPU in LLC @llc: wait there
+ * rather than take an idle CPU elsewhere (@dst as cache_keep())? As the
+ * gate "out" says, unless --cache-busy-wake=leave.
+ */
+__hidden bool cache_keep_busy(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
+{
+	return !cache_busy_leave && cache_keep(p, llc, dst);
 }
 
 /*

@@ -12,6 +12,7 @@ extern const volatile bool cache_aware;
 /* the process's preferred LLC and the gates around it */
 s32 cache_pref(struct task_struct *p, u64 *util);
 bool cache_keep(struct task_struct *p, u32 llc, s32 dst);
+bool cache_keep_busy(struct task_struct *p, u32 llc, s32 dst);
 bool cache_may_enter(u32 src, u32 dst, u64 task_util);
 bool cache_may_leave(u32 pref, u32 dst, u64 task_util);
 

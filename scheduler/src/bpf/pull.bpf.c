@@ -45,8 +45,8 @@
  * victim's while the gate "out" forbids leaving it; ops.enqueue hands a
  * task over (pull_claim_near()) as without it, except that a task whose
  * process prefers another LLC is left to pull_kick_stealer(), which wakes a
- * stealer of that LLC, and one in its preferred LLC leaves it only where
- * the gate "out" allows.
+ * stealer of that LLC, and one in its preferred LLC leaves it only as
+ * cache_keep_busy() allows (the gate "out", --cache-busy-wake).
  *
  * Knobs: no_steal disables levels 1-3 and 5, the hand-over at enqueue and
  * the stealer kick (level 4 stays: it is about correctness, not balance);
@@ -404,7 +404,7 @@ __hidden bool pull_steal(s32 cpu, bool prev_runnable)
  * wake-up's own search, or @p comes back from its slice, which searched
  * nothing. With cache-aware scheduling, -1 for a task whose process
  * prefers another LLC (a stealer there pulls it, pull_kick_stealer()),
- * and no CPU outside its preferred LLC unless the gate "out" allows.
+ * and no CPU outside its preferred LLC unless cache_keep_busy() allows.
  */
 __hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim)
 {
@@ -425,8 +425,8 @@ __hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim)
 		stat_inc(STAT_ENQ_HANDOFF);
 		return cpu;
 	}
-	/* out of its preferred LLC only as the gate "out" allows */
-	if (cache_aware && cache_keep(p, l, -1))
+	/* out of its preferred LLC only as the gate "out" and --cache-busy-wake allow */
+	if (cache_aware && cache_keep_busy(p, l, -1))
 		return -1;
 	if (node_nr_cpus(n) > llc_nr_cpus(l)) {
 		cpu = idle_pick_node(p, n, l);
@@ -457,8 +457,8 @@ __hidden void pull_kick_stealer(struct task_struct *p __arg_trusted, s32 victim)
 			return;
 		if (kick_idle_in(p, llc_cpumask(cpu_llc[v])))
 			return;
-		/* in its preferred LLC, which the gate "out" does not let it leave: only that LLC pulls it */
-		if (cache_keep(p, cpu_llc[v], -1))
+		/* kept in its preferred LLC (cache_keep_busy()): only that LLC pulls it */
+		if (cache_keep_busy(p, cpu_llc[v], -1))
 			return;
 		if (kick_idle_in(p, node_cpumask(cpu_node[v])))
 			return;

@@ -229,9 +229,9 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 	/*
 	 * cache-aware gate "out": prev's LLC is the process's preferred one
 	 * and the gate forbids leaving it: stay, a CPU of this LLC will pull
-	 * the task
+	 * the task (unless --cache-busy-wake=leave)
 	 */
-	if (cache_keep(p, llc, -1)) {
+	if (cache_keep_busy(p, llc, -1)) {
 		stat_inc(STAT_CACHE_KEEP_WAKE);
 		stat_inc(STAT_PICK_NONE);
 		return -1;
