@@ -310,6 +310,16 @@ __hidden bool cache_keep(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
 }
 
 /*
+ * @p, waking or about to queue, found no idle CPU in LLC @llc: wait there
+ * rather than take an idle CPU elsewhere (@dst as cache_keep())? As the
+ * gate "out" says, unless --cache-busy-wake=leave.
+ */
+__hidden bool cache_keep_busy(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
+{
+	return !cache_busy_leave && cache_keep(p, llc, dst);
+}
+
+/*
  * Decay *@slot by @d epochs and return the value written. With a
  * compare-and-swap: other CPUs keep adding runtime (cache_account) and
  * waits (cache_running) while this one decays, and a plain store would
@@ -497,16 +507,6 @@ __hidden void cache_running(struct task_struct *p __arg_trusted, s32 cpu, u64 wa
 	cpu_run_util[c] = util;
 	if (cpu_aggr_req[c] && cpu_aggr_req[c] != want)
 		cpu_aggr_req[c] = 0;
-}
-
-/*
- * @p, waking or about to queue, found no idle CPU in LLC @llc: wait there
- * rather than take an idle CPU elsewhere (@dst as cache_keep())? As the
- * gate "out" says, unless --cache-busy-wake=leave.
- */
-__hidden bool cache_keep_busy(struct task_struct *p __arg_trusted, u32 llc, s32 dst)
-{
-	return !cache_busy_leave && cache_keep(p, llc, dst);
 }
 
 /*
