@@ -11,7 +11,7 @@ use anyhow::{anyhow, Result};
 use log::warn;
 
 use crate::bpf_skel::{types, OpenBpfSkel};
-use crate::cache::{self, CacheGates};
+use crate::cache::{self, CacheBusyWake, CacheGates};
 use crate::cli::{IdleSearch, Opts, PushCrossNode};
 use crate::numa::{self, ExecPlacement, NumaBalance};
 use crate::topology::{Topo, MAX_SMT};
@@ -104,7 +104,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.cache_overaggr_pct = opts.cache_overaggr_pct;
     r.cache_imb_pct = opts.cache_imb_pct;
     r.cache_gates_util = opts.cache_gates == CacheGates::Utilisation;
-    r.cache_busy_leave = opts.cache_busy_wake == cache::CacheBusyWake::Leave;
+    r.cache_busy_leave = opts.cache_busy_wake == CacheBusyWake::Leave;
     let allowances = numa::node_allowances(topo);
     for (n, a) in allowances.iter().enumerate().take(r.node_imb_nr.len()) {
         r.node_imb_nr[n] = *a;

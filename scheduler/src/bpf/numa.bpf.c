@@ -24,7 +24,8 @@
  *   load += (nr << LOAD_SHIFT - load) / 2^LOAD_DECAY_SHIFT  (rounded away
  *   from zero so it reaches its target), once per 4 ms step (LOAD_STEP_NS)
  *   of the time since the last sample, so a time constant of 8 steps (32
- *   ms) whatever the timer's period (20 ms by default) or lateness. llc_load and node_load are the sums over their CPUs. A new
+ *   ms) whatever the timer's period (20 ms by default) or lateness.
+ *   llc_load and node_load are the sums over their CPUs. A new
  *   program (exec, or a process forked with --place-at-fork) is also
  *   counted at once in node_placed, which shrinks as the average takes it
  *   up (numa_count_placed()), so that programs started together see each
