@@ -148,6 +148,11 @@ fn load_topology(opts: &Opts) -> Result<Topo> {
     Ok(topo)
 }
 
+/// The name a user types for a value of an option (`--cache-gates=overload`).
+fn value_name<T: clap::ValueEnum>(v: &T) -> String {
+    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
+}
+
 fn on_off(b: bool) -> &'static str {
     if b {
         "on"
@@ -264,11 +269,12 @@ impl<'a> Scheduler<'a> {
             }
         };
 
+        let one_node = topo.nr_nodes <= 1;
         println!(
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, idle_search={}, sparse_idle={}, wake_gran={}us, \
              steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, queued_wakeups={}, numa_balance={}, exec_placement={}, \
              numa_interval={}ms, \
-             imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, epoch={}ms, \
+             imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, cache_gates={}, cache_busy_wake={}, epoch={}ms, \
              memory={}, memory_budget={}MB/s, home_node={}, slice={}us, topology={})",
             topo.possible_cpus().len(),
             topo.nr_llcs,
@@ -289,10 +295,13 @@ impl<'a> Scheduler<'a> {
             written.allowances,
             on_off(written.cache_on),
             on_off(written.cache_on && opts.cache_wake_aggr),
+            value_name(&opts.cache_gates),
+            value_name(&opts.cache_busy_wake),
             opts.cache_epoch_ms,
-            opts.memory_mode().name(),
+            // one node: the memory thread, which also sets home nodes, does not start
+            if one_node { "off" } else { opts.memory_mode().name() },
             opts.memory_budget_mbps,
-            match (opts.home_node(), opts.thread_home()) {
+            match (opts.home_node() && !one_node, opts.thread_home()) {
                 (false, _) => "off",
                 (true, false) => "process",
                 (true, true) => "process+thread",

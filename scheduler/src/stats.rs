@@ -42,7 +42,7 @@
 //!   threads; CLOCK_PROCESS_CPUTIME_ID) and wall time since it attached;
 //!   agent_cpu_pct, their ratio in percent of one CPU, over the run in the
 //!   final line and over the interval in --stats.
-//! - memory_*: memory placement (memory.rs, agent-side): mode, budget,
+//! - memory_*: memory placement (memory/, agent-side): mode, budget,
 //!   scans, pages / MB migrated, pages refused (and by cause:
 //!   memory_fail_*), mappings backing off, the largest MB moved in one
 //!   second, budget waits, processes left alone by cause (memory_skip_*:

@@ -17,8 +17,13 @@
  * is private to it, one written from several nodes is shared.
  *
  * What it cannot see: reads (a read-mostly private buffer looks like
- * memory with no evidence, which the agent treats as shared), and which
- * thread of a node wrote (node granularity is what placement needs).
+ * memory with no evidence, which the agent treats as shared); which
+ * thread of a node wrote (node granularity is what placement needs);
+ * writes the kernel makes for the process (read(2) or recv(2) into a
+ * buffer, io_uring, O_DIRECT: no user fault); how often a page is written
+ * (one fault per page per re-arm); two nodes' private buffers within one
+ * 2 MB chunk (they look shared); and chunks whose counts the LRU map
+ * evicted when more than MEM_FAULTS_MAX are live (their evidence restarts).
  *
  * Cost: one hash lookup per user page fault of any process (the watch
  * test), a lookup and an atomic add per fault of a watched one. Loaded only when

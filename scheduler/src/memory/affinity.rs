@@ -50,6 +50,9 @@ impl Placer {
         cands.sort_by(|a, b| b.pages.cmp(&a.pages).then(a.pid.cmp(&b.pid)));
         let plan = assign_nodes(&cands, &cpus);
         for c in &cands {
+            if !self.still_same(c.pid) {
+                continue;
+            }
             let want = plan.get(&c.pid).copied();
             // again while bound too: threads created since get the mask
             if want != c.bound || want.is_some() {

@@ -363,6 +363,20 @@ impl Placer {
         self.procs.get(&pid).map(|p| (pid, p.start))
     }
 
+    /// Is `pid` still the process the agent knows by that pid? One sampled
+    /// this pass was checked then; for another one the start time is read
+    /// again. A pid now held by another process (or by none) is forgotten,
+    /// so nothing decided for the old process (a node mask, soft-dirty
+    /// re-arming) reaches the new one.
+    pub(crate) fn still_same(&mut self, pid: u32) -> bool {
+        let Some(p) = self.procs.get(&pid) else { return false };
+        if p.seen == self.scan || scope::start_time(pid) == Some(p.start) {
+            return true;
+        }
+        self.forget(pid);
+        false
+    }
+
     /// `pid` seen now with start time `start`: if the agent knew the pid
     /// with another start time, that process is gone and this is another
     /// one: forget the old (its affinity bookkeeping included: the mask was
@@ -533,6 +547,10 @@ impl Placer {
         });
         let scan = self.scan;
         for (pid, active) in spanning {
+            if !self.still_same(pid) {
+                continue;
+            }
+            let faults = &self.o.faults;
             let e = self.evidence.entry(pid).or_insert_with(|| {
                 if let Some(m) = faults {
                     m.watch(pid, true);
@@ -722,6 +740,33 @@ mod tests {
         assert!(pl.procs.contains_key(&7));
         drop(h);
         // its affinity bookkeeping went with it: Drop has nothing to give back
+        pl.procs.clear();
+    }
+
+    /// A process not sampled this pass is checked by its start time before
+    /// the agent acts on it: kept while it is the same process, forgotten
+    /// when its pid is gone or held by another.
+    #[test]
+    fn a_process_not_sampled_this_pass_is_checked_again() {
+        let homes = Arc::new(Mutex::new(Homes::default()));
+        let stats = Arc::new(Mutex::new(MemStats::default()));
+        let mut pl = Placer::new(opts(2, Scope::default()), stats, homes);
+        let me = std::process::id();
+        let start = scope::start_time(me).expect("own start time");
+        pl.scan = 5;
+        pl.procs.insert(me, Proc::new(start, "me".into(), vec![true, true], 2));
+        assert!(pl.still_same(me) && pl.procs.contains_key(&me));
+        // another start time: the pid now belongs to another process
+        pl.procs.insert(me, Proc::new(start + 1, "me".into(), vec![true, true], 2));
+        assert!(!pl.still_same(me) && !pl.procs.contains_key(&me));
+        // gone (beyond any pid_max)
+        pl.procs.insert(4_194_305, Proc::new(1, "gone".into(), vec![true, true], 2));
+        assert!(!pl.still_same(4_194_305) && pl.procs.is_empty());
+        // sampled this pass: taken as checked, no read
+        let mut p = Proc::new(1, "gone".into(), vec![true, true], 2);
+        p.seen = 5;
+        pl.procs.insert(4_194_305, p);
+        assert!(pl.still_same(4_194_305));
         pl.procs.clear();
     }
 

@@ -29,9 +29,10 @@
 //! When a pid comes back with another start time, everything the agent
 //! kept about the old process (its samples, cursors, back-offs, home node,
 //! the node it bound it to) is dropped before anything is done to the new
-//! one (memory_pid_reused), and the mover checks the start time again
-//! before each mapping it moves, so a pid reused in between is never
-//! touched.
+//! one (memory_pid_reused). The start time is read again before each
+//! mapping the mover moves, and before a process not sampled in the same
+//! pass is bound to a node or re-armed (Placer::still_same()), so a pid
+//! reused in between is not touched.
 //!
 //! Failures: move_pages(2) pages refused are counted per cause
 //! (memory_fail_eacces, _enomem, _ebusy, _other); a mapping where any
@@ -285,11 +286,8 @@ impl Backoff {
 
 /// The start time of `pid` (field 22 of /proc/PID/stat); None if it is gone.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    // the fields after the comm: state is field 3, starttime field 22
-    let close = raw.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
-    rest.split_whitespace().nth(19)?.parse().ok()
+    use procfs::FromRead;
+    procfs::process::Stat::from_file(format!("/proc/{pid}/stat")).ok().map(|s| s.starttime)
 }
 
 #[cfg(test)]
