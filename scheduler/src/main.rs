@@ -247,8 +247,9 @@ impl<'a> Scheduler<'a> {
         )?;
 
         let written = rodata::write(&mut skel, opts, topo)?;
+        let memory_wanted = memory::wanted(opts.memory_mode(), topo.nr_nodes);
         // memory.bpf.c's fault counter serves memory placement only
-        let count_faults = opts.memory_mode() == MemoryMode::Spread && topo.nr_nodes > 1;
+        let count_faults = memory_wanted && opts.memory_mode() == MemoryMode::Spread;
         skel.progs.memory_fault.set_autoload(count_faults);
         if opts.no_queued_wakeups {
             skel.struct_ops.locality_ops_mut().flags &= !*scx_utils::compat::SCX_OPS_ALLOW_QUEUED_WAKEUP;
@@ -269,7 +270,6 @@ impl<'a> Scheduler<'a> {
             }
         };
 
-        let one_node = topo.nr_nodes <= 1;
         println!(
             "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, idle_search={}, sparse_idle={}, wake_gran={}us, \
              steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, queued_wakeups={}, numa_balance={}, exec_placement={}, \
@@ -298,10 +298,10 @@ impl<'a> Scheduler<'a> {
             value_name(&opts.cache_gates),
             value_name(&opts.cache_busy_wake),
             opts.cache_epoch_ms,
-            // one node: the memory thread, which also sets home nodes, does not start
-            if one_node { "off" } else { opts.memory_mode().name() },
+            // on one node the memory thread, which also sets home nodes, does not start
+            if memory_wanted { opts.memory_mode().name() } else { "off" },
             opts.memory_budget_mbps,
-            match (opts.home_node() && !one_node, opts.thread_home()) {
+            match (opts.home_node() && memory_wanted, opts.thread_home()) {
                 (false, _) => "off",
                 (true, false) => "process",
                 (true, true) => "process+thread",
@@ -345,7 +345,7 @@ impl<'a> Scheduler<'a> {
             },
             faults: memory_faults,
         });
-        if opts.memory_mode() != MemoryMode::Off && topo.nr_nodes > 1 && memory.is_none() {
+        if memory_wanted && memory.is_none() {
             warn!("memory placement thread could not start; going on without it");
         }
 

@@ -164,9 +164,15 @@ pub struct MemoryThread {
     pub homes: Arc<Mutex<Homes>>,
 }
 
+/// Does memory placement run at all: not `--memory=off` (or
+/// kernel.numa_balancing=0), and more than one node?
+pub fn wanted(mode: MemoryMode, nr_nodes: usize) -> bool {
+    mode != MemoryMode::Off && nr_nodes > 1
+}
+
 impl MemoryThread {
-    /// The thread, or None: --memory=off, or a machine with one node
-    /// (said once, here).
+    /// The thread, or None when not wanted(): --memory=off, or a machine
+    /// with one node (said once, here).
     pub fn start(opts: MemOpts) -> Option<MemoryThread> {
         if opts.mode == MemoryMode::Off {
             return None;
