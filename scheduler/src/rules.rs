@@ -345,7 +345,7 @@ mod numa {
         assert_eq!(util_now(&u, now + 3 * w), full >> 3);
         // a run shorter than a window is kept for the next fold
         let mut v = NumaTaskUtil::default();
-        util_add(&mut v, 10 * ms, 1 * ms);
+        util_add(&mut v, 10 * ms, ms);
         assert_eq!((v.util, v.run), (0, ms));
         // the first run counts from its own start
         assert_eq!(v.at, 9 * ms);
@@ -1039,7 +1039,7 @@ mod home {
 
     #[test]
     fn every_node_of_the_machine_can_be_a_home() {
-        let max = intf::locality_consts_MAX_NODES as u32;
+        let max = intf::locality_consts_MAX_NODES;
         // big64 has 8 nodes: the last one is a home like the first
         assert_eq!(home_node(0, 8), 0);
         assert_eq!(home_node(7, 8), 7);

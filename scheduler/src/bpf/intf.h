@@ -70,7 +70,7 @@ enum locality_consts {
 	/* memory placement's fault evidence (memory.bpf.c, memory/evidence.rs) */
 	MEM_CHUNK_SHIFT	= 21,		/* 2 MB chunks of address space */
 	MEM_WATCH_MAX	= 1024,		/* processes watched at once */
-	MEM_FAULTS_MAX	= 65536,	/* (process, chunk, node) counts between two drains */
+	MEM_FAULTS_MAX	= 65536,	/* (process, chunk, thread, node) counts */
 
 	/* the decision record for explain (decide.bpf.c, decisions.rs) */
 	DFL_DECISION_RATE = 25,		/* records per second per CPU, at most */
@@ -102,11 +102,13 @@ struct decision {
 	unsigned int rule;		/* enum locality_stat */
 };
 
-/* mem_faults key: user page faults of process tgid in one chunk, from CPUs of node */
+/* mem_faults key: user page faults of thread tid of process tgid in one chunk, from CPUs of node */
 struct mem_fault_key {
 	unsigned int tgid;
 	unsigned int node;
 	unsigned long long chunk;	/* address >> MEM_CHUNK_SHIFT */
+	unsigned int tid;
+	unsigned int pad;
 };
 
 /* --numa-balance: who decides whether a task may change node */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * memory.bpf.c - which node's threads touch which memory (the evidence
+ * memory.bpf.c - which threads write which memory, and from which node (the evidence
  * behind memory placement's private/shared split, memory/evidence.rs)
  *
  * Idea. The kernel's NUMA balancing tells private from shared pages by
@@ -10,19 +10,19 @@
  * write-protects the process's pages (soft-dirty tracking), and the next
  * write to each page faults once. This program counts, for the processes
  * the agent watches (mem_watch: processes whose threads run on several
- * nodes), the user page faults per 2 MB chunk of address space and per
- * node of the faulting CPU. The counts only grow (an update is an atomic
- * add; only a new key takes the map's locks); the agent reads them every
- * pass, keeps the rise, and decides: a chunk written from one node only
- * is private to it, one written from several nodes is shared.
+ * nodes), the user page faults per 2 MB chunk of address space, per
+ * faulting thread and per node of the faulting CPU. The counts only grow
+ * (an update is an atomic add; only a new key takes the map's locks); the
+ * agent reads them every pass, keeps the rise, and decides: a chunk
+ * written by one thread only is private to that thread's node, one
+ * written by several threads is shared.
  *
  * What it cannot see: reads (a read-mostly private buffer looks like
- * memory with no evidence, which the agent treats as shared); which
- * thread of a node wrote (node granularity is what placement needs);
- * writes the kernel makes for the process (read(2) or recv(2) into a
+ * memory with no evidence, which the agent treats as shared); writes
+ * the kernel makes for the process (read(2) or recv(2) into a
  * buffer, io_uring, O_DIRECT: no user fault); how often a page is written
- * (one fault per page per re-arm); two nodes' private buffers within one
- * 2 MB chunk (they look shared); and chunks whose counts the LRU map
+ * (one fault per page per re-arm); two threads' private buffers within
+ * one 2 MB chunk (they look shared); and chunks whose counts the LRU map
  * evicted when more than MEM_FAULTS_MAX are live (their evidence restarts).
  *
  * Cost: one hash lookup per user page fault of any process (the watch
@@ -51,13 +51,15 @@ int BPF_PROG(memory_fault, struct vm_area_struct *vma, unsigned long address,
 {
 	struct mem_fault_key key = {};
 	u32 cpu = bpf_get_smp_processor_id();
+	u64 id = bpf_get_current_pid_tgid();
 	u64 one = 1, *cnt;
 
 	if (!(flags & FAULT_FLAG_USER))
 		return 0;
-	key.tgid = bpf_get_current_pid_tgid() >> 32;
+	key.tgid = id >> 32;
 	if (!bpf_map_lookup_elem(&mem_watch, &key.tgid))
 		return 0;
+	key.tid = (u32)id;
 	key.node = cpu_node[cpu & (MAX_CPUS - 1)];
 	key.chunk = address >> MEM_CHUNK_SHIFT;
 	cnt = bpf_map_lookup_elem(&mem_faults, &key);

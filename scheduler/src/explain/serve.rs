@@ -515,7 +515,7 @@ pub fn plan(cfg: &AgentCfg, mem: Option<&MemProc>, untracked: Option<&(String, S
     if spread {
         p.reason = "spanning".into();
         p.text = format!(
-            "spans nodes {}: private chunks follow the node that writes them, shared ones are spread over those \
+            "spans nodes {}: private chunks follow the thread that writes them, shared ones are spread over those \
              nodes, nothing goes to another node (chunks now: private {}, shared {}, settling {})",
             nodes_list(&m.active),
             m.private_chunks,

@@ -360,6 +360,10 @@ impl Placer {
                 addr = a;
                 continue;
             }
+            log::debug!(
+                "memory: {pid} moves 2 MB regions (address >> 21 -> node) {}",
+                moves.iter().map(|&(rs, _, n)| format!("{:x}->{n}", rs / HUGE)).collect::<Vec<_>>().join(" ")
+            );
             let heads: Vec<(u64, i32)> = moves.iter().map(|&(rs, _, n)| (rs, n)).collect();
             if !self.move_batch(pid, &heads, stop, deadline) {
                 self.cursor.insert(key, addr);

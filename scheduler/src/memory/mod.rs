@@ -20,8 +20,9 @@
 //!   nodes (/proc), over the pids roster.rs keeps;
 //! - affinity.rs: node binding (`--memory-node-affinity`);
 //! - ../home.rs: home nodes for the BPF side (`--no-home-node`);
-//! - evidence.rs: which nodes write each chunk of a process that spans
-//!   nodes (write faults counted by memory.bpf.c): private or shared;
+//! - evidence.rs: which threads, on which nodes, write each chunk of a
+//!   process that spans nodes (write faults counted by memory.bpf.c):
+//!   private or shared;
 //! - plan.rs: which pages of which mapping go where (`--memory` mode);
 //! - migrate.rs: move_pages(2) within the budget (`--memory-budget-mbps`);
 //! - this file: the thread, the pass, and publishing what it saw into
@@ -524,12 +525,12 @@ impl Placer {
             log::debug!(
                 "memory: {} fault counts, {} faults, {} processes watched",
                 counts.len(),
-                counts.iter().map(|c| c.3).sum::<u64>(),
+                counts.iter().map(|c| c.n).sum::<u64>(),
                 self.evidence.len()
             );
-            for (pid, chunk, node, n) in counts {
-                if let Some(e) = self.evidence.get_mut(&pid) {
-                    e.add(chunk, node, n, nn);
+            for f in counts.into_iter().filter(|f| f.node < nn) {
+                if let Some(e) = self.evidence.get_mut(&f.tgid) {
+                    e.add(f.chunk, f.thread, f.node, f.n);
                 }
             }
         }

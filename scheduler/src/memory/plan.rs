@@ -9,8 +9,8 @@
 //! - `spread` (default): single-node processes as `local`. A process whose
 //!   threads run on several nodes (active nodes, sample.rs) is planned per
 //!   2 MB chunk from the evidence of who writes it (evidence.rs): a chunk
-//!   private to a node goes to that node; shared memory (written from
-//!   several nodes, or not written at all) is balanced over the active
+//!   private to a thread goes to that thread's node; shared memory (written
+//!   by several threads, or not written at all) is balanced over the active
 //!   nodes, moving only the surplus of a node above its even share
 //!   (`SharedPlan`). Nothing ever moves to an inactive node. A process is
 //!   planned only once a full pass of evidence has been gathered.
@@ -109,6 +109,8 @@ pub struct Mixed {
     pub private: HashMap<u64, usize>,
     /// chunks changing hands (Use::Settling): left where they are
     pub hold: HashSet<u64>,
+    /// shared chunks: the node that wrote each most, where known
+    pub lean: HashMap<u64, usize>,
     /// the process's plan for its shared pages
     pub shared: Arc<SharedPlan>,
 }
@@ -124,7 +126,7 @@ impl Target {
                 match m.private.get(&c) {
                     Some(&n) => (cur != n).then_some(n),
                     None if m.hold.contains(&c) => None,
-                    None => m.shared.want(c, cur),
+                    None => m.shared.want(c, cur, m.lean.get(&c).copied()),
                 }
             }
         }
@@ -162,6 +164,7 @@ pub fn plan_spanning_vma(v: &Vma, end: u64, ev: &Evidence, shared: &Arc<SharedPl
     }
     let mut private = HashMap::new();
     let mut hold = HashSet::new();
+    let mut lean = HashMap::new();
     for c in chunks(v.start, end) {
         match ev.use_of(c) {
             Use::Private(n) => {
@@ -170,7 +173,11 @@ pub fn plan_spanning_vma(v: &Vma, end: u64, ev: &Evidence, shared: &Arc<SharedPl
             Use::Settling => {
                 hold.insert(c);
             }
-            Use::Shared => {}
+            Use::Shared => {
+                if let Some(n) = ev.lean(c) {
+                    lean.insert(c, n);
+                }
+            }
         }
     }
     let on = |n: usize| v.nodes.get(n).copied().unwrap_or(0);
@@ -187,7 +194,7 @@ pub fn plan_spanning_vma(v: &Vma, end: u64, ev: &Evidence, shared: &Arc<SharedPl
             return if on(n) == v.total() { Target::Keep } else { Target::Node(n) };
         }
     }
-    Target::Mixed(Box::new(Mixed { private, hold, shared: shared.clone() }))
+    Target::Mixed(Box::new(Mixed { private, hold, lean, shared: shared.clone() }))
 }
 
 impl Placer {
@@ -334,6 +341,7 @@ impl Placer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::evidence::PRIVATE_WINDOWS;
 
     #[test]
     fn numa_maps_lines() {
@@ -399,14 +407,16 @@ mod tests {
         assert_eq!(plan_vma(MemoryMode::Spread, &b, 0), Target::Keep);
     }
 
-    /// Evidence of two windows, each with `faults[n]` write faults from node
-    /// n in each chunk of [start, start + nr chunks).
+    /// Evidence of PRIVATE_WINDOWS windows, each with `faults[n]` write faults from a
+    /// thread of node n in each chunk of [start, start + nr chunks).
     fn evidence(start: u64, faults: &[&[u64]]) -> Evidence {
         let mut e = Evidence::default();
-        for scan in 1..=2 {
+        for scan in 1..=PRIVATE_WINDOWS as u64 {
             for (i, f) in faults.iter().enumerate() {
                 for (n, &c) in f.iter().enumerate() {
-                    e.add((start >> CHUNK_SHIFT) + i as u64, n, c, f.len());
+                    if c > 0 {
+                        e.add((start >> CHUNK_SHIFT) + i as u64, 100 + n as u32, n, c);
+                    }
                 }
             }
             e.arm_due(scan, &[true, true]);
@@ -434,7 +444,20 @@ mod tests {
         assert!(moved % 512 == 0 && moved > 0, "{moved}");
         // the same mapping when the process's shared memory is already spread: kept
         assert_eq!(plan_spanning_vma(&v, end, &e, &even), Target::Keep);
-        // chunks written from one node go there, the rest follow the shared plan
+        // of the chunks the hash picks, one written mostly from node 0, where
+        // it sits, stays; one written mostly from node 1 goes there
+        let e = evidence(start, &[&[6, 3], &[3, 6], &[6, 3], &[3, 6]]);
+        let t = plan_spanning_vma(&v, end, &e, &lopsided);
+        let Target::Mixed(m) = &t else { panic!("{t:?}") };
+        let c0 = start >> CHUNK_SHIFT;
+        assert_eq!(m.lean, HashMap::from([(c0, 0), (c0 + 1, 1), (c0 + 2, 0), (c0 + 3, 1)]));
+        let picked: Vec<u64> = (0..4).filter(|&i| lopsided.want(c0 + i, 0, None).is_some()).collect();
+        assert!(!picked.is_empty());
+        for i in 0..4 {
+            let want = t.want(start + i * MB2, 0);
+            assert_eq!(want, (picked.contains(&i) && i % 2 == 1).then_some(1), "chunk {i}");
+        }
+        // chunks written by one thread go to its node, the rest follow the shared plan
         let e = evidence(start, &[&[6, 0], &[0, 6], &[3, 3], &[0, 0]]);
         let t = plan_spanning_vma(&v, end, &e, &even);
         let Target::Mixed(m) = &t else { panic!("{t:?}") };
@@ -442,10 +465,10 @@ mod tests {
         assert_eq!(t.want(start + MB2 + 4096, 0), Some(1));
         assert_eq!(t.want(start + 4096, 1), Some(0));
         assert_eq!(t.want(start + 2 * MB2, 0), None);
-        // a chunk whose writer just moved is left where it is
+        // a chunk whose writer just moved to another node is left where it is
         let mut e = evidence(start, &[&[6, 0], &[0, 6], &[3, 3], &[0, 0]]);
-        e.add(start >> CHUNK_SHIFT, 1, 1, 2);
-        e.arm_due(3, &[true, true]);
+        e.add(start >> CHUNK_SHIFT, 100, 1, 1);
+        e.arm_due(PRIVATE_WINDOWS as u64 + 1, &[true, true]);
         let t = plan_spanning_vma(&v, end, &e, &lopsided);
         let Target::Mixed(m) = &t else { panic!("{t:?}") };
         assert_eq!(m.hold, HashSet::from([start >> CHUNK_SHIFT]));

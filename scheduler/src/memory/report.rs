@@ -31,11 +31,11 @@ pub struct MemProc {
     pub runtime_ms: f64,
     #[stat(desc = "node its threads are bound to (--memory-node-affinity), -1 if none")]
     pub bound_node: i32,
-    #[stat(desc = "2 MB chunks written from one node in their last two windows (private), for a process spanning nodes")]
+    #[stat(desc = "2 MB chunks written lately by one thread only (private), for a process spanning nodes")]
     pub private_chunks: u64,
-    #[stat(desc = "2 MB chunks written from several nodes (shared), for a process spanning nodes")]
+    #[stat(desc = "2 MB chunks written by several threads, at once or taking turns (shared), for a process spanning nodes")]
     pub shared_chunks: u64,
-    #[stat(desc = "2 MB chunks whose writer node changed (settling: left where they are)")]
+    #[stat(desc = "2 MB chunks changing hands: a writer that moved node, or too little evidence yet (settling: left where they are)")]
     pub settling_chunks: u64,
     #[stat(desc = "its threads with a thread home, per node (a process spanning nodes; empty if none)")]
     pub thread_homes: Vec<u32>,

@@ -224,7 +224,7 @@ pub fn restrict(target: &Target, mems: &[bool]) -> Option<Target> {
             let private = m.private.iter().filter(|(_, &n)| ok(n)).map(|(&c, &n)| (c, n)).collect();
             let mut shared = (*m.shared).clone();
             shared.take.retain(|&n| ok(n));
-            Some(Target::Mixed(Box::new(Mixed { private, hold: m.hold.clone(), shared: Arc::new(shared) })))
+            Some(Target::Mixed(Box::new(Mixed { private, hold: m.hold.clone(), lean: m.lean.clone(), shared: Arc::new(shared) })))
         }
     }
 }
@@ -391,10 +391,15 @@ mod tests {
         use super::super::evidence::SharedPlan;
         // by chunk: a private chunk bound outside stays, shared pages go only inside
         let shared = Arc::new(SharedPlan::new(&[0, 0, 100, 0], &[true, true, true, false]));
-        let mixed =
-            Target::Mixed(Box::new(Mixed { private: HashMap::from([(1, 2), (2, 0)]), hold: Default::default(), shared }));
+        let mixed = Target::Mixed(Box::new(Mixed {
+            private: HashMap::from([(1, 2), (2, 0)]),
+            hold: Default::default(),
+            lean: HashMap::from([(3, 1)]),
+            shared,
+        }));
         let Some(Target::Mixed(r)) = restrict(&mixed, &m) else { panic!() };
         assert_eq!(r.private, HashMap::from([(2, 0)]));
+        assert_eq!(r.lean, HashMap::from([(3, 1)]));
         assert_eq!(r.shared.take, vec![0, 1]);
         let none = restrict(&mixed, &[false, false, true, false]).unwrap();
         assert_eq!(none.want(1 << 21, 2), None);
