@@ -307,7 +307,8 @@ pub struct Opts {
     /// spanning nodes, keeps private memory on its node and spreads shared
     /// memory over the active nodes. Default: spread, but off when the
     /// administrator turned the kernel's NUMA balancing off
-    /// (kernel.numa_balancing=0): give --memory to place memory anyway.
+    /// (kernel.numa_balancing=0, or 2: memory tiering only): give --memory
+    /// to place memory anyway.
     /// Nothing runs on a machine with one node.
     #[arg(long, value_enum, value_name = "MODE")]
     pub memory: Option<MemoryMode>,
@@ -513,12 +514,14 @@ impl Opts {
     }
 
     /// The memory mode in force: --memory if given, else spread unless the
-    /// administrator switched the kernel's NUMA balancing off
-    /// (numa_balancing_sysctl = 0).
+    /// administrator switched the kernel's NUMA balancing off: bit 0 of
+    /// kernel.numa_balancing (NUMA_BALANCING_NORMAL) clear, so 0, or 2
+    /// (memory tiering only: the kernel moves pages between memory tiers,
+    /// not towards the nodes their tasks run on).
     pub fn memory_mode(&self) -> MemoryMode {
         match self.memory {
             Some(m) => m,
-            None if self.numa_balancing_sysctl == Some(0) => MemoryMode::Off,
+            None if self.numa_balancing_sysctl.is_some_and(|v| v & 1 == 0) => MemoryMode::Off,
             None => MemoryMode::Spread,
         }
     }
@@ -732,10 +735,13 @@ mod tests {
         assert_eq!(with(&["--memory=spread"], Some(0)).memory_mode(), MemoryMode::Spread);
         assert_eq!(with(&["--memory=local"], Some(0)).memory_mode(), MemoryMode::Local);
         assert!(with(&["--memory=spread"], Some(0)).home_node());
-        // on (1, or 2 and 3: tiering), or a kernel without it: the default
-        for v in [Some(1), Some(2), Some(3), None] {
+        // on (1, or 3: with memory tiering), or a kernel without it: the default
+        for v in [Some(1), Some(3), None] {
             assert_eq!(with(&[], v).memory_mode(), MemoryMode::Spread, "{v:?}");
         }
+        // memory tiering only (2): NUMA balancing proper is off
+        assert_eq!(with(&[], Some(2)).memory_mode(), MemoryMode::Off);
+        assert_eq!(with(&["--memory=spread"], Some(2)).memory_mode(), MemoryMode::Spread);
         assert_eq!(with(&["--memory=off"], Some(1)).memory_mode(), MemoryMode::Off);
     }
 

@@ -642,7 +642,7 @@ fn explain_cfg(opts: &Opts, topo: &Topo, memory_runs: bool, cache_on: bool) -> e
     let memory_off_why = if memory_runs {
         String::new()
     } else if opts.memory_mode() == MemoryMode::Off && opts.memory.is_none() {
-        "kernel.numa_balancing=0; --memory=spread places memory anyway".into()
+        format!("kernel.numa_balancing={}; --memory=spread places memory anyway", opts.numa_balancing_sysctl.unwrap_or(0))
     } else if opts.memory_mode() == MemoryMode::Off {
         "--memory=off".into()
     } else if topo.nr_nodes <= 1 {
@@ -765,8 +765,9 @@ fn run(opts: &Opts) -> Result<i32> {
 
     if opts.memory.is_none() && opts.memory_mode() == MemoryMode::Off {
         info!(
-            "memory placement off: kernel.numa_balancing=0 (the administrator's switch); \
-             --memory=spread places memory anyway"
+            "memory placement off: kernel.numa_balancing={} (the administrator's switch); \
+             --memory=spread places memory anyway",
+            opts.numa_balancing_sysctl.unwrap_or(0)
         );
     }
     if opts.memory_node_affinity && opts.memory_mode() == MemoryMode::Off {
@@ -821,8 +822,8 @@ fn load_loop(opts: &Opts, shutdown: &AtomicBool, total: &mut Option<Metrics>) ->
     }
 }
 
-/// kernel.numa_balancing (0 off, 1 on, 2 and 3 memory tiering); None if
-/// the kernel has no NUMA balancing.
+/// kernel.numa_balancing (bits: 1 NUMA balancing, 2 memory tiering); None
+/// if the kernel has no NUMA balancing.
 fn read_numa_balancing() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/kernel/numa_balancing").ok()?.trim().parse().ok()
 }

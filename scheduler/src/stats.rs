@@ -240,6 +240,8 @@ loc_stats!(metrics_with_counters! {
         pub memory_fail_other: u64,
         #[stat(desc = "memory placement: mappings passed over while backing off after a failed move")]
         pub memory_backoffs: u64,
+        #[stat(desc = "memory placement: failed queries of a mapping's page nodes (the mapping then backs off)")]
+        pub memory_query_failed: u64,
         #[stat(desc = "memory placement: processes left alone by --memory-include/--memory-exclude")]
         pub memory_skip_rule: u64,
         #[stat(desc = "memory placement: processes left alone for locked memory (VmLck)")]
@@ -290,6 +292,7 @@ impl Metrics {
         self.memory_fail_ebusy = m.fail.ebusy;
         self.memory_fail_other = m.fail.other;
         self.memory_backoffs = m.backoffs;
+        self.memory_query_failed = m.query_failed;
         self.memory_skip_rule = m.skip_rule;
         self.memory_skip_mlock = m.skip_mlock;
         self.memory_skip_cpuset = m.skip_cpuset;
@@ -351,6 +354,7 @@ impl Metrics {
             memory_fail_ebusy: d(self.memory_fail_ebusy, prev.memory_fail_ebusy),
             memory_fail_other: d(self.memory_fail_other, prev.memory_fail_other),
             memory_backoffs: d(self.memory_backoffs, prev.memory_backoffs),
+            memory_query_failed: d(self.memory_query_failed, prev.memory_query_failed),
             memory_skip_rule: d(self.memory_skip_rule, prev.memory_skip_rule),
             memory_skip_mlock: d(self.memory_skip_mlock, prev.memory_skip_mlock),
             memory_skip_cpuset: d(self.memory_skip_cpuset, prev.memory_skip_cpuset),
@@ -414,6 +418,7 @@ impl Metrics {
             memory_fail_ebusy: self.memory_fail_ebusy + other.memory_fail_ebusy,
             memory_fail_other: self.memory_fail_other + other.memory_fail_other,
             memory_backoffs: self.memory_backoffs + other.memory_backoffs,
+            memory_query_failed: self.memory_query_failed + other.memory_query_failed,
             memory_skip_rule: self.memory_skip_rule + other.memory_skip_rule,
             memory_skip_mlock: self.memory_skip_mlock + other.memory_skip_mlock,
             memory_skip_cpuset: self.memory_skip_cpuset + other.memory_skip_cpuset,
@@ -618,7 +623,7 @@ impl Metrics {
         writeln!(
             w,
             "  memory mode={} budget={}MB/s scans={} migrated={} pages ({:.1} MB) failed={} \
-             (eacces={} enomem={} ebusy={} other={}, backoffs={}) peak={:.1}MB/s waits={}",
+             (eacces={} enomem={} ebusy={} other={}, backoffs={} queries_failed={}) peak={:.1}MB/s waits={}",
             if self.memory_mode.is_empty() { "off" } else { &self.memory_mode },
             self.memory_budget_mbps,
             self.memory_scans,
@@ -630,6 +635,7 @@ impl Metrics {
             self.memory_fail_ebusy,
             self.memory_fail_other,
             self.memory_backoffs,
+            self.memory_query_failed,
             self.memory_peak_mbps,
             self.memory_budget_waits
         )?;
@@ -1005,6 +1011,7 @@ mod tests {
             scan_deferred: 14,
             call_waits: 15,
             proc_lists: 16,
+            query_failed: 17,
             ..Default::default()
         };
         ms.procs.insert(42, MemProc { tgid: 42, ..Default::default() });
@@ -1074,7 +1081,7 @@ mod tests {
   numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 claim_lost=69000000 task_recent=42000000 follow_refused=43000000 (overload 67000000 partners 68000000) settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000
   load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
   cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 (xnode 77000000) keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
-  memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0) peak=0.0MB/s waits=0
+  memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0 queries_failed=0) peak=0.0MB/s waits=0
   memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0  thread_homes=0
   memory cpu=0ms (scan 0ms, moving 0ms) move_calls=0 (waits 0) numa_maps_reads=0 scan_deferred=0 proc_lists=0
   agent  cpu=0.0ms in 0.0s: 0.000% of one CPU

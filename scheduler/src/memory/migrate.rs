@@ -296,6 +296,7 @@ impl Placer {
             return false;
         }
         self.vma_failed = 0;
+        self.vma_refused = false;
         let go_on = self.move_vma_pages(pid, start, end, &target, stop, deadline);
         if self.vma_failed > 0 {
             self.backoff.failed(id, start, self.scan);
@@ -320,7 +321,8 @@ impl Placer {
         let key = (pid, start);
         // resume where the last pass stopped (a mapping may take several)
         let mut addr = self.cursor.get(&key).copied().filter(|&a| a > start && a < end).unwrap_or(start);
-        while addr < end {
+        // a refused target (vma_refused) ends the mapping for this pass
+        'mapping: while addr < end {
             if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
                 self.cursor.insert(key, addr);
                 return false;
@@ -369,6 +371,9 @@ impl Placer {
                 self.cursor.insert(key, addr);
                 return false;
             }
+            if self.vma_refused {
+                break 'mapping;
+            }
             let lasts: Vec<u64> = moves.iter().map(|&(_, re, _)| re - page).collect();
             let st = match page_nodes(pid, &lasts) {
                 Ok(st) => st,
@@ -387,6 +392,9 @@ impl Placer {
                         self.cursor.insert(key, addr);
                         return false;
                     }
+                    if self.vma_refused {
+                        break 'mapping;
+                    }
                 }
             }
             addr = a;
@@ -397,12 +405,15 @@ impl Placer {
 
     /// A query of the pages' nodes failed with `errno`: false (end the
     /// pass) if the process is gone, which drops it; true (next mapping,
-    /// e.g. EFAULT: the mapping changed) otherwise.
-    fn query_failed(&mut self, pid: u32, errno: i32) -> bool {
+    /// e.g. EFAULT: the mapping changed) otherwise, counted, and the
+    /// mapping backs off as after a refused move.
+    pub(super) fn query_failed(&mut self, pid: u32, errno: i32) -> bool {
         if errno == libc::ESRCH {
             self.procs.remove(&pid);
             return false;
         }
+        self.vma_failed += 1;
+        self.stats.lock().map(|mut s| s.query_failed += 1).ok();
         true
     }
 
@@ -455,6 +466,7 @@ impl Placer {
             let pages = moved_pages(after.saturating_sub(before), worst_bytes(addrs, self.page), self.page);
             let fails = failures(&status, r);
             self.vma_failed += fails.total();
+            self.vma_refused |= fails.eacces + fails.enomem > 0;
             self.budget.charge(now, pages * self.page);
             self.call_budget.charge(now, 1);
             if let Ok(mut s) = self.stats.lock() {

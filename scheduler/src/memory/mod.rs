@@ -309,6 +309,9 @@ pub(crate) struct Placer {
     backoff: Backoff,
     /// pages that failed in the mapping being moved
     vma_failed: u64,
+    /// the kernel refused a target of that mapping (EACCES: outside the
+    /// task's cpuset, ENOMEM: node full): the rest waits for the back-off
+    vma_refused: bool,
     /// write-fault evidence of the processes that span nodes
     evidence: HashMap<u32, evidence::Evidence>,
     /// a process was watched at the end of the last pass
@@ -360,6 +363,7 @@ impl Placer {
             skipped: HashMap::new(),
             backoff: Backoff::default(),
             vma_failed: 0,
+            vma_refused: false,
             evidence: HashMap::new(),
             watched: false,
         }
@@ -775,6 +779,23 @@ mod tests {
         pl.procs.insert(4_194_305, p);
         assert!(pl.still_same(4_194_305));
         pl.procs.clear();
+    }
+
+    /// A failed query of a mapping's page nodes: the process gone ends the
+    /// pass and drops it; any other error is counted, marks the mapping as
+    /// failed (move_vma then backs it off) and the pass goes on.
+    #[test]
+    fn a_failed_page_query_backs_the_mapping_off() {
+        let homes = Arc::new(Mutex::new(Homes::default()));
+        let stats = Arc::new(Mutex::new(MemStats::default()));
+        let mut pl = Placer::new(opts(2, Scope::default()), stats.clone(), homes);
+        pl.procs.insert(4_000_000, Proc::new(1, "p".into(), vec![true, true], 2));
+        assert!(pl.query_failed(4_000_000, libc::EFAULT));
+        assert_eq!((pl.vma_failed, stats.lock().unwrap().query_failed), (1, 1));
+        assert!(pl.procs.contains_key(&4_000_000));
+        assert!(!pl.query_failed(4_000_000, libc::ESRCH));
+        assert!(!pl.procs.contains_key(&4_000_000));
+        assert_eq!(stats.lock().unwrap().query_failed, 1);
     }
 
     /// The fault map is drained only after a pass that ended with a process

@@ -93,6 +93,9 @@ pub struct MemStats {
     pub fail: Fails,
     /// mappings passed over while they back off after a failure
     pub backoffs: u64,
+    /// queries of a mapping's page nodes that failed (the mapping changed
+    /// under the agent, or the kernel refused): that mapping backs off
+    pub query_failed: u64,
     /// processes left alone, once each, per cause (scope.rs)
     pub skip_rule: u64,
     pub skip_mlock: u64,
