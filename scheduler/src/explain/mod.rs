@@ -287,7 +287,7 @@ mod tests {
             "{tid} (w) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100 1000 50 1 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 {policy} 0 0 0"
         );
         std::fs::write(d.join("stat"), stat).unwrap();
-        std::fs::write(proc_.join(format!("{pid}/status")), format!("Name:\tw\nTgid:\t{tgid}\n")).unwrap();
+        std::fs::write(proc_.join(format!("{pid}/status")), procs::status_text(tgid)).unwrap();
         std::fs::write(proc_.join(format!("{pid}/numa_maps")), "").unwrap();
     }
 
@@ -308,7 +308,7 @@ mod tests {
         task(&p.proc, 50, 51, 50, 1);
         assert_eq!(preflight(&p, Some(50)).unwrap(), Some(50));
         std::fs::create_dir_all(p.proc.join("51")).unwrap();
-        std::fs::write(p.proc.join("51/status"), "Tgid:\t50\n").unwrap();
+        std::fs::write(p.proc.join("51/status"), procs::status_text(50)).unwrap();
         assert_eq!(preflight(&p, Some(51)).unwrap(), Some(50));
         // every thread real-time: not under sched_ext
         task(&p.proc, 60, 60, 60, 1);

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! /proc for one process, read by explain: its threads (stat, schedstat),
 //! its status, and its memory by class and node (numa_maps, parsed by
-//! memory/plan.rs). The parsers are pure and tested here; the reads
-//! return None when the process or thread is gone.
+//! memory/plan.rs). stat, schedstat, status and statm are parsed by the
+//! procfs crate; `sched` (ext.enabled), which it does not read, here. The
+//! reads return None when the process or thread is gone.
+
+use procfs::process::{Schedstat, Stat, StatM, Status};
+use procfs::FromRead;
 
 use crate::memory::plan::{parse_numa_maps_line, Vma};
 
@@ -17,20 +21,14 @@ pub struct TaskStat {
     pub policy: u32,
 }
 
-/// Fields 3, 39 and 41 of /proc/PID/task/TID/stat (the comm, in
-/// parentheses, may itself hold parentheses and spaces).
+/// The comm, state, CPU and policy of /proc/PID/task/TID/stat.
 pub fn parse_stat(raw: &[u8]) -> Option<TaskStat> {
-    let open = raw.iter().position(|&b| b == b'(')?;
-    let close = raw.iter().rposition(|&b| b == b')')?;
-    let comm = crate::comm::escape(raw.get(open + 1..close)?);
-    let rest = std::str::from_utf8(raw.get(close + 1..)?).ok()?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // f[0] is field 3
+    let s = Stat::from_read(raw).ok()?;
     Some(TaskStat {
-        comm,
-        state: f.first()?.to_string(),
-        cpu: f.get(36).and_then(|s| s.parse().ok()),
-        policy: f.get(38).and_then(|s| s.parse().ok()).unwrap_or(0),
+        comm: crate::comm::escape(s.comm.as_bytes()),
+        state: s.state.to_string(),
+        cpu: s.processor.and_then(|c| usize::try_from(c).ok()),
+        policy: s.policy.unwrap_or(0),
     })
 }
 
@@ -66,14 +64,14 @@ pub fn on_scx(pid: u32, tid: u32, policy_: u32) -> bool {
         .unwrap_or(policy(policy_).1)
 }
 
-/// Runtime so far, ns (first field of /proc/.../schedstat).
+/// Runtime so far, ns (/proc/.../schedstat).
 pub fn parse_schedstat(text: &str) -> Option<u64> {
-    text.split_whitespace().next()?.parse().ok()
+    Schedstat::from_read(text.as_bytes()).ok().map(|s| s.sum_exec_runtime)
 }
 
 /// `Tgid:` of /proc/PID/status: the process a thread id belongs to.
 pub fn parse_tgid(status: &str) -> Option<u32> {
-    status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+    Status::from_read(status.as_bytes()).ok().and_then(|s| u32::try_from(s.tgid).ok())
 }
 
 pub fn task_dir(pid: u32, tid: u32) -> String {
@@ -150,8 +148,20 @@ pub fn mems_and_locked(status: &str, nr_nodes: usize) -> (Vec<bool>, u64) {
 /// Anonymous resident memory, KB, from /proc/PID/statm (resident - shared,
 /// as the memory agent counts it).
 pub fn anon_kb(statm: &str, page_kb: u64) -> Option<u64> {
-    let f: Vec<u64> = statm.split_whitespace().filter_map(|s| s.parse().ok()).collect();
-    Some(f.get(1)?.saturating_sub(*f.get(2)?) * page_kb)
+    let m = StatM::from_read(statm.as_bytes()).ok()?;
+    Some(m.resident.saturating_sub(m.shared) * page_kb)
+}
+
+/// A whole /proc/PID/status (this process's) with `tgid` as its Tgid, for
+/// tests: the procfs crate wants every field a kernel writes.
+#[cfg(test)]
+pub fn status_text(tgid: u32) -> String {
+    let own = std::fs::read_to_string("/proc/self/status").unwrap();
+    own.lines()
+        .map(|l| if l.starts_with("Tgid:") { format!("Tgid:\t{tgid}") } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 #[cfg(test)]
@@ -172,7 +182,8 @@ mod tests {
         assert_eq!(parse_ext_enabled(sched), Some(true));
         assert_eq!(parse_ext_enabled(&sched.replace(" 1\n", " 0\n")), Some(false));
         assert_eq!(parse_ext_enabled("se.exec_start : 1.0\n"), None);
-        assert_eq!(parse_tgid("Name:\tx\nTgid:\t77\nPid:\t78\n"), Some(77));
+        assert_eq!(parse_tgid(&status_text(77)), Some(77));
+        assert_eq!(parse_tgid("Name:\tx\nTgid:\t77\n"), None); // not a whole status
         assert_eq!(anon_kb("2000 1500 300 10 0 900 0\n", 4), Some(4800));
     }
 
