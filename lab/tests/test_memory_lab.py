@@ -139,11 +139,12 @@ def test_home_nodes_against_their_off_switch_numa2(tmp_path):
     splits both over the two nodes. Measured (bin/lab bench memory-jbb2:placement=crowded, 2 boots): smallest
     node share 1.00 every boot with homes, 0.508-0.517 without (docs/decisions.md). Started free, both now stay
     one per node without homes too, since a waking task no longer leaves its node. The bar is the gap to the
-    off switch, not a share a quiet host reaches (a loaded host once gave 0.866 with homes)."""
+    off switch, not a share a quiet host reaches (a loaded host once gave 0.866 with homes). The off switch
+    varies from boot to boot (docs/decisions.md, "Home nodes' lab test"), so the gap asked is 0.15."""
     steps = bench_steps(tmp_path, "numa2", "scx_locality,scx_locality:--no-home-node", "memory-jbb2:placement=crowded")
     on, off = steps["scx_locality"], steps["scx_locality:--no-home-node"]
     share = {k: st["cases"][0]["figures"]["node-share-min"] for k, st in (("on", on), ("off", off))}
-    assert share["on"] >= 0.80 and share["on"] - share["off"] >= 0.25, share
+    assert share["on"] >= 0.80 and share["on"] - share["off"] >= 0.15, share
     acted = {k: on["final_stats"][k] for k in ("home_kept", "home_active", "xnode_home")}
     assert sum(acted.values()) > 0, acted
     assert not any(off["final_stats"][k] for k in acted), off["final_stats"]
