@@ -185,8 +185,10 @@ impl Chunk {
 
     /// The node that wrote most of it, once two windows had writes.
     pub fn lean(&self) -> Option<usize> {
+        if self.windows < 2 {
+            return None;
+        }
         let total: f32 = self.nodes.iter().sum();
-        (self.windows >= 2).then_some(())?;
         (0..self.nodes.len()).find(|&n| self.nodes[n] > 0.5 * total)
     }
 
@@ -585,6 +587,10 @@ mod tests {
         c.close_window(2);
         assert_eq!((c.threads.clone(), c.nodes.clone()), (HashMap::from([(10, 1.0)]), vec![1.0, 0.0]));
         assert_eq!(c.lean(), None); // one window: no lean yet
+        // faults from a node the machine does not have are dropped
+        let mut c = Chunk { window: vec![(10, 5, 9.0)], ..Default::default() };
+        c.close_window(2);
+        assert_eq!((c.last, c.nodes.len()), (Writers::None, 0));
     }
 
     #[test]

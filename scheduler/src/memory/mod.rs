@@ -521,7 +521,6 @@ impl Placer {
     /// (re-)arm the processes that span nodes under `--memory=spread`
     /// (evidence.rs); forget the others.
     fn watch_spanning(&mut self) {
-        let nn = self.o.nr_nodes.max(1);
         // Nothing watched since the last drain: no count can have risen, and
         // a drain walks the whole fault map (MEM_FAULTS_MAX buckets).
         if let Some(m) = self.o.faults.as_ref().filter(|_| self.watched) {
@@ -532,7 +531,8 @@ impl Placer {
                 counts.iter().map(|c| c.n).sum::<u64>(),
                 self.evidence.len()
             );
-            for f in counts.into_iter().filter(|f| f.node < nn) {
+            // a node out of range is dropped when the window closes
+            for f in counts {
                 if let Some(e) = self.evidence.get_mut(&f.tgid) {
                     e.add(f.chunk, f.thread, f.node, f.n);
                 }
