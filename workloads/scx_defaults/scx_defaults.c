@@ -1,19 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Loader of scx_defaults (defaults.bpf.c): attach the empty sched_ext_ops, stay until SIGINT or SIGTERM, detach.
- *   scx_defaults [--callbacks [--burn-us N] | --queued-wakeups]
+ *   scx_defaults [--callbacks [--burn-us N]] [--queued-wakeups]
  * --callbacks attaches the same policy written as BPF callbacks (ops name "defaults_callbacks"), to measure what
  * calling BPF costs; --burn-us N makes each callback spin N microseconds as well (a policy's cost, without it).
- * --queued-wakeups attaches the empty ops with SCX_OPS_ALLOW_QUEUED_WAKEUP set (ops name "defaults_queued").
+ * --queued-wakeups attaches the empty ops with SCX_OPS_ALLOW_QUEUED_WAKEUP set (ops name "defaults_queued");
+ * with --callbacks, the callbacks with that flag set (what calling BPF costs a scheduler that sets it).
  * Exit codes: 0 detached on a signal; 1 could not load or attach (or a wrong argument); 2 the kernel disabled
  * the scheduler.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 /* The BPF object, built beside this file and embedded here (see the Makefile). */
@@ -53,21 +56,54 @@ static int sched_ext_running(void)
 	return strncmp(buf, "enabled", 7) == 0 || strncmp(buf, "enabling", 8) == 0;
 }
 
+/* SCX_OPS_ALLOW_QUEUED_WAKEUP, as in the kernel's enum scx_ops_flags */
+#define OPS_ALLOW_QUEUED_WAKEUP (1ULL << 5)
+
+/*
+ * Set SCX_OPS_ALLOW_QUEUED_WAKEUP in the flags of the ops map @ops before load. The member's offset is read
+ * from the object's BTF (the struct as defaults.bpf.c compiled it), so no copy of the kernel's layout lives here.
+ */
+static int set_queued_flag(struct bpf_object *obj, struct bpf_map *ops)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	const struct btf_type *t;
+	const struct btf_member *m;
+	size_t sz = 0;
+	char *data = ops ? bpf_map__initial_value(ops, &sz) : NULL;
+	int id, i;
+
+	id = btf ? btf__find_by_name_kind(btf, "sched_ext_ops", BTF_KIND_STRUCT) : -1;
+	if (!data || id < 0)
+		return -1;
+	t = btf__type_by_id(btf, id);
+	m = btf_members(t);
+	for (i = 0; i < btf_vlen(t); i++, m++) {
+		unsigned int off = btf_member_bit_offset(t, i) / 8;
+
+		if (strcmp(btf__name_by_offset(btf, m->name_off), "flags") || off + 8 > sz)
+			continue;
+		*(unsigned long long *)(data + off) |= OPS_ALLOW_QUEUED_WAKEUP;
+		return 0;
+	}
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	struct bpf_object *obj;
 	struct bpf_map *ops, *unused;
 	struct bpf_link *link;
 	enum variant use = PLAIN;
+	bool callbacks = false, queued = false;
 	unsigned long long burn_us = 0;
 	char *end = NULL;
 	int err, rc = 0, i;
 
 	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--callbacks") == 0 && use != QUEUED) {
-			use = CALLBACKS;
-		} else if (strcmp(argv[i], "--queued-wakeups") == 0 && use != CALLBACKS) {
-			use = QUEUED;
+		if (strcmp(argv[i], "--callbacks") == 0) {
+			callbacks = true;
+		} else if (strcmp(argv[i], "--queued-wakeups") == 0) {
+			queued = true;
 		} else if (strcmp(argv[i], "--burn-us") == 0 && i + 1 < argc) {
 			errno = 0;
 			burn_us = strtoull(argv[++i], &end, 10);
@@ -76,10 +112,11 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		} else {
-			fprintf(stderr, "usage: scx_defaults [--callbacks [--burn-us N] | --queued-wakeups]\n");
+			fprintf(stderr, "usage: scx_defaults [--callbacks [--burn-us N]] [--queued-wakeups]\n");
 			return 1;
 		}
 	}
+	use = callbacks ? CALLBACKS : queued ? QUEUED : PLAIN;
 	if (burn_us && use != CALLBACKS) {
 		fprintf(stderr, "scx_defaults: --burn-us needs --callbacks (without callbacks nothing runs to spin)\n");
 		return 1;
@@ -110,6 +147,12 @@ int main(int argc, char **argv)
 		}
 		*v = burn_us * 1000;
 	}
+	if (callbacks && queued &&
+	    set_queued_flag(obj, bpf_object__find_map_by_name(obj, variants[use].map))) {
+		fprintf(stderr, "scx_defaults: cannot set the queued wake-up flag of the callbacks\n");
+		bpf_object__close(obj);
+		return 1;
+	}
 	err = bpf_object__load(obj);
 	if (err) {
 		fprintf(stderr, "scx_defaults: cannot load the BPF object: %s\n", strerror(-err));
@@ -124,7 +167,8 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("scx_defaults: attached (%s)\n", variants[use].what);
+	printf("scx_defaults: attached (%s%s)\n", variants[use].what,
+	       callbacks && queued ? ", queued wake-ups" : "");
 	fflush(stdout);
 	while (!stop) {
 		if (!sched_ext_running()) {
