@@ -46,7 +46,8 @@ def test_soak_fast_numa2():
 
 def test_steal_switch_on_haswell2s():
     """With stealing the pull side moves work (SMT sibling or LLC first; across nodes only within the budget
-    the NUMA balance pass granted, or from a node that is overloaded: rule 7); with --no-steal it moves none,
+    the NUMA balance pass granted, from a node that is overloaded (rule 7), or into a CPU going idle from a node
+    with more tasks now (rule 1b)); with --no-steal it moves none,
     neither by stealing nor by handing a task over at enqueue.
     Both detach cleanly after hackbench."""
     m = machines.load("haswell2s")
@@ -56,7 +57,7 @@ def test_steal_switch_on_haswell2s():
     assert res.exit_code() == run.EXIT_OK, res
     on, off = (final_stats(s.sched_log) for s in res.steps)
     assert on["steal_smt"] + on["steal_llc"] > 0
-    assert on["steal_remote"] == on["xnode_steal_balance"] + on["xnode_steal_overload"]
+    assert on["steal_remote"] == on["xnode_steal_balance"] + on["xnode_steal_overload"] + on["xnode_steal_idle"]
     assert on["xnode_steal_balance"] <= on["numa_budget"]
     assert off["steal_smt"] + off["steal_llc"] + off["steal_node"] + off["steal_remote"] == 0
     assert off["enq_handoff"] == 0 and off["kick_stealer"] == 0

@@ -73,6 +73,14 @@ mod numa {
             dst: *const NumaNodeFig,
             extra: u32,
         ) -> u32;
+        fn rules_numa_idle_pull(
+            mode: u32,
+            src_nr: u32,
+            src_cpus: u32,
+            dst_nr: u32,
+            dst_cpus: u32,
+            dst_imb_nr: u32,
+        ) -> u32;
         fn rules_numa_new_stays(
             mode: u32,
             parent: *const NumaNodeFig,
@@ -115,6 +123,10 @@ mod numa {
     }
     fn moves(mode: u32, src: &NumaNodeFig, dst: &NumaNodeFig, extra: u32) -> u32 {
         unsafe { rules_numa_moves(mode, src, dst, extra) }
+    }
+    /// rule 1b: tasks now on the source (`src`: tasks, CPUs) and on the idle CPU's node (`dst`)
+    fn idle_pull(mode: u32, src: (u32, u32), dst: (u32, u32), dst_imb_nr: u32) -> u32 {
+        unsafe { rules_numa_idle_pull(mode, src.0, src.1, dst.0, dst.1, dst_imb_nr) }
     }
     fn new_stays(mode: u32, parent: &NumaNodeFig, least: &NumaNodeFig) -> bool {
         unsafe { rules_numa_new_stays(mode, parent, least) }
@@ -227,6 +239,30 @@ mod numa {
             placed: 0,
             imb_nr,
         }
+    }
+
+    #[test]
+    fn a_cpu_going_idle_pulls_across_nodes_as_the_kernels_newidle_balance() {
+        // numa2 (2 x 4 CPUs, imb_numa_nr 2): a pair alone on one node stays,
+        // within the allowance (local running 0 + 1 <= 2, imbalance 2)
+        assert_eq!(idle_pull(UPSTREAM, (2, 4), (0, 4), 2), 0);
+        // three tasks now against none: past NUMA_IMBALANCE_MIN, one comes
+        assert_eq!(idle_pull(UPSTREAM, (3, 4), (0, 4), 2), 1);
+        // wakelat at full load: 6 tasks now against 3, the local node past
+        // its allowance: one comes; 5 against 4 is balanced after halving
+        assert_eq!(idle_pull(UPSTREAM, (6, 4), (3, 4), 2), 1);
+        assert_eq!(idle_pull(UPSTREAM, (5, 4), (4, 4), 2), 0);
+        // nothing flows towards the busier node
+        assert_eq!(idle_pull(UPSTREAM, (2, 4), (4, 4), 2), 0);
+        // no allowance: any difference of two moves one
+        assert_eq!(idle_pull(OFF, (2, 4), (0, 4), 2), 1);
+        // nodes of different sizes compare tasks per CPU: 4 on 2 CPUs against
+        // 4 on 8, two come (then 1 and 0.75 per CPU) ...
+        assert_eq!(idle_pull(UPSTREAM, (4, 2), (4, 8), 2), 2);
+        // ... and 2 on 2 against 8 on 8 is balanced
+        assert_eq!(idle_pull(UPSTREAM, (2, 2), (8, 8), 2), 0);
+        // no CPUs: nothing
+        assert_eq!(idle_pull(UPSTREAM, (3, 0), (0, 4), 2), 0);
     }
 
     #[test]

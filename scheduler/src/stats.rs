@@ -549,8 +549,8 @@ impl Metrics {
         writeln!(
             w,
             "  numa   xnode push_wake={} push_fork={} exec={} steal_balance={} steal_offline={} \
-             wake_follow={} active={} steal_overload={}  passes={} budget={} push_kept={} \
-             new_local={} claim_lost={} task_recent={} follow_refused={} (overload {} partners {}) settled_kept={} active_kicks={} \
+             wake_follow={} active={} steal_overload={} steal_idle={}  passes={} budget={} push_kept={} \
+             new_local={} claim_lost={} task_recent={} follow_refused={} (overload {} partners {}) settled_kept={} pull_hot={} active_kicks={} \
              overload={}  home xnode={} kept={} active={} swaps={}",
             self.xnode_push_wake,
             self.xnode_push_fork,
@@ -560,6 +560,7 @@ impl Metrics {
             self.xnode_wake_follow,
             self.xnode_active,
             self.xnode_steal_overload,
+            self.xnode_steal_idle,
             self.numa_passes,
             self.numa_budget,
             self.numa_push_kept,
@@ -570,6 +571,7 @@ impl Metrics {
             self.numa_follow_refused_overload,
             self.numa_follow_refused_partners,
             self.numa_settled_kept,
+            self.numa_pull_hot,
             self.numa_active_kicks,
             self.numa_overload,
             self.xnode_home,
@@ -1074,18 +1076,18 @@ mod tests {
         Metrics::from_counters(&c).format(&mut out, "test").unwrap();
         let want = "\
 [scx_locality] test
-  pick   prev=76000000 prev_core=1000000 llc_core=2000000 llc_cpu=3000000 node_cpu=4000000 other=5000000 none=6000000 affine=7000000 (wide 8000000)
-  steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000 handoffs=75000000
+  pick   prev=78000000 prev_core=1000000 llc_core=2000000 llc_cpu=3000000 node_cpu=4000000 other=5000000 none=6000000 affine=7000000 (wide 8000000)
+  steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000 handoffs=77000000
   migr   cross_llc=14000000 cross_node=15000000  idle_while_queued llc=16.0ms node=17.0ms (24000000 samples, timer 25.0ms, 26000000 stretched)
-  queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=65000000 idle_claim_lost=66000000
-  numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000  passes=38000000 budget=39000000 push_kept=40000000 new_local=41000000 claim_lost=69000000 task_recent=42000000 follow_refused=43000000 (overload 67000000 partners 68000000) settled_kept=44000000 active_kicks=45000000 overload=46000000  home xnode=47000000 kept=48000000 active=49000000 swaps=50000000
+  queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=67000000 idle_claim_lost=68000000
+  numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000 steal_idle=38000000  passes=39000000 budget=40000000 push_kept=41000000 new_local=42000000 claim_lost=71000000 task_recent=43000000 follow_refused=44000000 (overload 69000000 partners 70000000) settled_kept=45000000 pull_hot=46000000 active_kicks=47000000 overload=48000000  home xnode=49000000 kept=50000000 active=51000000 swaps=52000000
   load   node_now=[] node_mean=[]  llc_now=[] llc_util=[]
-  cache  pref_set=51000000 switch=52000000 drop_fit=53000000 drop_timeout=54000000  aggr pull=55000000 wake=56000000 kick=57000000 mark=58000000 move=59000000 (xnode 77000000) keep_wake=60000000  refused out=61000000 overaggr=62000000  in_pref=101.6% of 63.0ms
+  cache  pref_set=53000000 switch=54000000 drop_fit=55000000 drop_timeout=56000000  aggr pull=57000000 wake=58000000 kick=59000000 mark=60000000 move=61000000 (xnode 79000000) keep_wake=62000000  refused out=63000000 overaggr=64000000  in_pref=101.5% of 65.0ms
   memory mode=off budget=0MB/s scans=0 migrated=0 pages (0.0 MB) failed=0 (eacces=0 enomem=0 ebusy=0 other=0, backoffs=0 queries_failed=0) peak=0.0MB/s waits=0
   memory left alone: rule=0 mlock=0 cpuset=0 mempolicy=0  pid_reused=0  affinity binds=0 unbinds=0  thread_homes=0
   memory cpu=0ms (scan 0ms, moving 0ms) move_calls=0 (waits 0) numa_maps_reads=0 scan_deferred=0 proc_lists=0
   agent  cpu=0.0ms in 0.0s: 0.000% of one CPU
-  decide emitted=70000000 dropped rate=71000000 full=72000000  cost=0.00ms (timed 73000000 in 74.000ms)
+  decide emitted=72000000 dropped rate=73000000 full=74000000  cost=0.00ms (timed 75000000 in 76.000ms)
 ";
         let got = String::from_utf8(out).unwrap();
         for (g, w) in got.lines().zip(want.lines()) {

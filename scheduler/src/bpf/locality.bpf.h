@@ -42,6 +42,7 @@ extern const volatile bool no_idle_core;
 extern const volatile bool idle_prev_first;
 extern const volatile u64 wake_gran_ns;
 extern const volatile bool steal_cross_node;
+extern const volatile bool idle_pull_across;
 extern const volatile bool push_cross_wake;
 extern const volatile bool push_cross_fork;
 extern const volatile bool wake_follow;

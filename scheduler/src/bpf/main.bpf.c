@@ -123,6 +123,7 @@ const volatile bool no_idle_core;
 const volatile bool idle_prev_first = true;
 const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up preemption */
 const volatile bool steal_cross_node;
+const volatile bool idle_pull_across;	/* numa.bpf.c rule 1b */
 const volatile bool push_cross_wake;	/* numa.bpf.c rule 7 at a wake-up */
 const volatile bool push_cross_fork = true;	/* numa.bpf.c rule 7 for a new task */
 const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */

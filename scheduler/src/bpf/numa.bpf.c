@@ -65,6 +65,17 @@
  *    until the next pass (pull.bpf.c level 5), and the pass kicks up to 4
  *    idle CPUs of d to do it. Steals inside a node are unchanged (they run
  *    on every dispatch).
+ * 1b. Idle pull (on unless --no-idle-pull-across): a CPU about to go idle
+ *    (pull.bpf.c level 5, nothing runnable here) may take a task queued in
+ *    another node without a budget, when that node holds enough more tasks
+ *    now (numa_nr_now(): busy CPUs and queued tasks at this instant) for
+ *    numa_rule_idle_pull(), the kernel's newidle balance across nodes: the
+ *    difference in tasks, the allowance, halved. Only a task queued for at
+ *    least NUMA_PULL_WAIT_US (the kernel's migration cost: a task queued just
+ *    now is cache hot, and its CPU frees up soon); rule 5 does not apply.
+ *    The pass (1.) reads averages of utilisation, which a bursty load under
+ *    emulation keeps low on both nodes, so it never sees a node that
+ *    queues while the other idles.
  * 2. Push across nodes (push.bpf.c step 5, reached only when prev's node
  *    has no idle allowed CPU): a new task by default (push_cross_fork), a
  *    waking one only with --push-cross-node=always (push_cross_wake;
@@ -896,12 +907,16 @@ static __always_inline bool numa_other_overloaded(s32 cpu)
 	return false;
 }
 
-/* pull level 5: is a cross-node steal possible at all for @cpu now? */
-__hidden bool numa_steal_open(s32 cpu)
+/*
+ * pull level 5: is a cross-node steal possible at all for @cpu now
+ * (@going_idle: nothing else to run here)?
+ */
+__hidden bool numa_steal_open(s32 cpu, bool going_idle)
 {
 	if (numa_mode == NUMA_OFF)
 		return steal_cross_node;
-	return node_budget[cpu_node[cpu & CPU_MASK] & NODE_MASK] > 0 ||
+	return (going_idle && idle_pull_across) ||
+	       node_budget[cpu_node[cpu & CPU_MASK] & NODE_MASK] > 0 ||
 	       numa_other_overloaded(cpu);
 }
 
@@ -927,6 +942,22 @@ __hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
 	return NUMA_STEAL_NO;
 }
 
+/*
+ * Rule 1b: may @cpu, about to go idle, pull from node @vn, which holds
+ * enough more tasks now (numa_rule_idle_pull())? The caller asks once per
+ * node and steal (NUMA_STEAL_IDLE): the tasks now cost a walk of both nodes.
+ */
+__hidden bool numa_idle_pull_ok(s32 cpu, u32 vn)
+{
+	u32 n = cpu_node[cpu & CPU_MASK] & NODE_MASK;
+
+	if (!idle_pull_across || numa_mode == NUMA_OFF)
+		return false;
+	vn &= NODE_MASK;
+	return numa_rule_idle_pull(numa_mode, numa_nr_now(vn, -1), node_nr_cpus(vn),
+				   numa_nr_now(n, cpu), node_nr_cpus(n), node_imb_nr[n]) > 0;
+}
+
 /* the outcome of a steal numa_may_steal_across() allowed for @why */
 __hidden void numa_steal_end(s32 cpu, u32 why, bool stole)
 {
@@ -935,7 +966,8 @@ __hidden void numa_steal_end(s32 cpu, u32 why, bool stole)
 			__sync_fetch_and_add(&node_budget[cpu_node[cpu & CPU_MASK] & NODE_MASK], 1);
 		return;
 	}
-	stat_inc(why == NUMA_STEAL_OVERLOAD ? STAT_XNODE_STEAL_OVERLOAD : STAT_XNODE_STEAL_BALANCE);
+	stat_inc(why == NUMA_STEAL_OVERLOAD ? STAT_XNODE_STEAL_OVERLOAD :
+		 why == NUMA_STEAL_IDLE ? STAT_XNODE_STEAL_IDLE : STAT_XNODE_STEAL_BALANCE);
 }
 
 /* ---- load tracking and the balance pass (called from the timer) ---- */

@@ -34,9 +34,10 @@ bool numa_task_may_cross(struct task_ctx *tctx, u64 now);
 void numa_task_crossed(struct task_ctx *tctx, u64 now);
 
 /* stealing across nodes (pull.bpf.c level 5) */
-enum { NUMA_STEAL_NO, NUMA_STEAL_BUDGET, NUMA_STEAL_OVERLOAD };
-bool numa_steal_open(s32 cpu);
+enum { NUMA_STEAL_NO, NUMA_STEAL_BUDGET, NUMA_STEAL_OVERLOAD, NUMA_STEAL_IDLE };
+bool numa_steal_open(s32 cpu, bool going_idle);
 u32 numa_may_steal_across(s32 cpu, s32 victim);
+bool numa_idle_pull_ok(s32 cpu, u32 vn);
 void numa_steal_end(s32 cpu, u32 why, bool stole);
 bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst);
 

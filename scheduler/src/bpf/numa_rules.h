@@ -222,6 +222,34 @@ static __always_inline u32 numa_rule_moves(u32 mode, const struct numa_node_fig 
 }
 
 /*
+ * Rule 1b, a CPU about to go idle in node @dst (@dst_nr tasks there now,
+ * its own CPU counted free) looks at node @src (@src_nr tasks now): how
+ * many tasks should come? The kernel's newidle balance at a NUMA level
+ * whose child domains prefer spreading (calculate_imbalance() for a group
+ * with spare capacity, prefer_sibling): the difference in tasks per CPU,
+ * in tasks, then the allowance of @mode with the destination's running
+ * tasks plus the one to move (adjust_numa_imbalance()), then halved. Tasks
+ * counted now, not averaged: the pull happens at the moment one node has a
+ * queue and the other an idle CPU, which averages of a bursty load (wakelat
+ * at full load under emulation: 20-30% busy CPUs) do not show.
+ */
+static __always_inline u32 numa_rule_idle_pull(u32 mode, u32 src_nr, u32 src_cpus, u32 dst_nr,
+					       u32 dst_cpus, u32 dst_imb_nr)
+{
+	s64 d = (s64)dst_cpus * src_nr - (s64)src_cpus * dst_nr;
+	u32 sum = src_cpus + dst_cpus;
+	s32 imb, src_idle;
+
+	if (!src_cpus || !dst_cpus || d <= 0)
+		return 0;
+	/* per CPU, back in tasks of an average node, rounded */
+	imb = (s32)((2 * (u64)d + sum / 2) / sum);
+	src_idle = src_nr < src_cpus ? (s32)(src_cpus - src_nr) : 0;
+	imb = numa_rule_adjust(mode, imb, src_idle, src_cpus, dst_nr + 1, dst_imb_nr);
+	return imb > 0 ? (u32)imb >> 1 : 0;
+}
+
+/*
  * Rule 3: does a new process whose parent runs on node @parent stay near
  * it rather than start on node @least (the least loaded other node)? Yes
  * while the parent's node is not overloaded and is within the allowance

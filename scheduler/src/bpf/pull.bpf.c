@@ -12,8 +12,11 @@
  *   5. CPUs of other nodes, only if numa_may_steal_across() (numa.bpf.c)
  *      allows it: with --numa-balance=off on every dispatch (as
  *      --steal-cross-node did), else within the budget a cross-node
- *      balance pass opened for this node, from the node it named, or
- *      from a node that is overloaded now while this one is not (rule 7)
+ *      balance pass opened for this node, from the node it named, from
+ *      a node that is overloaded now while this one is not (rule 7), or,
+ *      when this CPU is about to go idle, from a node holding enough more
+ *      tasks now (rule 1b, numa_idle_pull_ok(): a task queued past the
+ *      migration cost)
  *
  * The victim's lowest-vtime task that may run here (p->cpus_ptr) and is not
  * running is moved to this CPU's local DSQ. A CPU whose previous task is
@@ -121,6 +124,7 @@ static __always_inline bool over_elsewhere(u32 n)
 #define STEAL_CROSS	1	/* victim on another node: NUMA policy per task */
 #define STEAL_GATE	2	/* victim in another LLC: cache gate "out" */
 #define STEAL_AGGR	4	/* only tasks preferring our LLC, gate "into" */
+#define STEAL_IDLE	16	/* NUMA rule 1b: settled tasks too (rule 5 passed over) */
 
 /* the steal counter that names a move from @victim to @cpu (decide_why()) */
 static __always_inline u32 steal_rule(s32 cpu, s32 victim, u32 flags)
@@ -186,7 +190,18 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 				decide_refused(p, victim, cpu, STAT_NUMA_TASK_RECENT);
 				continue;
 			}
-			if (!numa_steal_settled_ok(tctx, cpu_node[cpu & CPU_MASK])) {
+			/*
+			 * rule 1b takes a task that has waited past the kernel's
+			 * migration cost: one queued just now (the other end of a
+			 * pair) is cache hot and its CPU frees up soon
+			 */
+			if ((flags & STEAL_IDLE) && tctx && tctx->queued_at &&
+			    time_delta(now, tctx->queued_at) < NUMA_PULL_WAIT_US * 1000ULL) {
+				stat_inc(STAT_NUMA_PULL_HOT);
+				continue;
+			}
+			if (!(flags & STEAL_IDLE) &&
+			    !numa_steal_settled_ok(tctx, cpu_node[cpu & CPU_MASK])) {
 				decide_refused(p, victim, cpu, STAT_NUMA_SETTLED_KEPT);
 				continue;
 			}
@@ -308,7 +323,8 @@ static bool steal_list(s32 cpu, u32 start, u32 end, u32 mode,
 static bool steal_remote(s32 cpu, u32 min_queued)
 {
 	u32 c = cpu & CPU_MASK, i, rot;
-	bool asked = false;
+	u64 pull_asked = 0, pull_ok = 0;
+	bool asked = false, going_idle = min_queued <= 1;
 
 	rot = rotor_next(cpu);
 	bpf_for(i, 0, nr_cpus) {
@@ -318,14 +334,28 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 		if (cpu_node[v] == cpu_node[c] || !overloaded[v])
 			continue;
 		if (!asked) {
-			if (!numa_steal_open(cpu))
+			if (!numa_steal_open(cpu, going_idle))
 				return false;
 			asked = true;
 		}
 		why = numa_may_steal_across(cpu, v);
+		if (why == NUMA_STEAL_NO && going_idle) {
+			/* rule 1b, asked once per node (bit per node) */
+			u64 bit = 1ULL << (cpu_node[v] & (MAX_NODES - 1));
+
+			if (!(pull_asked & bit)) {
+				pull_asked |= bit;
+				if (numa_idle_pull_ok(cpu, cpu_node[v]))
+					pull_ok |= bit;
+			}
+			if (pull_ok & bit)
+				why = NUMA_STEAL_IDLE;
+		}
 		if (why == NUMA_STEAL_NO)
 			continue;
-		stole = try_victim(cpu, v, min_queued, STEAL_CROSS | (cache_aware ? STEAL_GATE : 0));
+		stole = try_victim(cpu, v, min_queued,
+				   STEAL_CROSS | (cache_aware ? STEAL_GATE : 0) |
+				   (why == NUMA_STEAL_IDLE ? STEAL_IDLE : 0));
 		numa_steal_end(cpu, why, stole);
 		if (stole) {
 			stat_inc(STAT_STEAL_REMOTE);

@@ -86,6 +86,12 @@ u32 rules_numa_moves(u32 mode, const struct numa_node_fig *src,
 	return numa_rule_moves(mode, src, dst, extra);
 }
 
+u32 rules_numa_idle_pull(u32 mode, u32 src_nr, u32 src_cpus, u32 dst_nr, u32 dst_cpus,
+			 u32 dst_imb_nr)
+{
+	return numa_rule_idle_pull(mode, src_nr, src_cpus, dst_nr, dst_cpus, dst_imb_nr);
+}
+
 bool rules_numa_new_stays(u32 mode, const struct numa_node_fig *parent,
 			  const struct numa_node_fig *least)
 {

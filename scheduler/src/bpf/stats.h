@@ -73,6 +73,7 @@ LOC_STAT(XNODE_STEAL_OFFLINE, xnode_steal_offline, CNT, "cross-node move: draine
 LOC_STAT(XNODE_WAKE_FOLLOW, xnode_wake_follow, CNT, "cross-node move: a synchronous wakee followed its waker's node")
 LOC_STAT(XNODE_ACTIVE, xnode_active, CNT, "cross-node move: active balance sent a preempted task to an idle node")
 LOC_STAT(XNODE_STEAL_OVERLOAD, xnode_steal_overload, CNT, "cross-node move: steal from an overloaded node (NUMA rule 7)")
+LOC_STAT(XNODE_STEAL_IDLE, xnode_steal_idle, CNT, "cross-node move: a CPU going idle pulled from a node with more tasks now (NUMA rule 1b)")
 /* NUMA policy decisions */
 LOC_STAT(NUMA_PASSES, numa_passes, CNT, "cross-node balance passes run")
 LOC_STAT(NUMA_BUDGET, numa_budget, CNT, "tasks the balance passes allowed to move")
@@ -81,6 +82,7 @@ LOC_STAT(NUMA_NEW_LOCAL, numa_new_local, CNT, "new process (fork/exec) kept on i
 LOC_STAT(NUMA_TASK_RECENT, numa_task_recent, CNT, "cross-node move denied: task changed node within the interval")
 LOC_STAT(NUMA_FOLLOW_REFUSED, numa_follow_refused, CNT, "wakee kept off its waker's node (all reasons; beyond the allowance unless counted below)")
 LOC_STAT(NUMA_SETTLED_KEPT, numa_settled_kept, CNT, "cross-node steal passed over a task settled on its node")
+LOC_STAT(NUMA_PULL_HOT, numa_pull_hot, CNT, "idle pull across nodes passed over a task queued too recently (rule 1b)")
 LOC_STAT(NUMA_ACTIVE_KICK, numa_active_kicks, CNT, "active balance: busy CPUs preempted for an idle node")
 LOC_STAT(NUMA_OVERLOAD, numa_overload, CNT, "push across allowed past the allowance: its node was overloaded (rule 7)")
 /* home nodes (home.bpf.c) */
