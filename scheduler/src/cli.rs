@@ -140,14 +140,14 @@ pub struct Opts {
     #[arg(long)]
     pub steal_cross_node: bool,
 
-    /// Do not let a CPU about to go idle pull a queued task from another
-    /// node that holds more tasks now (bpf/numa.bpf.c rule 1b, the kernel's
-    /// newidle balance across nodes, within the NUMA allowance): cross-node
-    /// steals only within the balance pass's budget or out of an overloaded
-    /// node, as before. docs/decisions.md, "A CPU going idle pulls across
-    /// nodes".
+    /// Let a CPU about to go idle pull a task queued for 0.5 ms or more from
+    /// another node that holds more tasks now, within the NUMA allowance
+    /// (bpf/numa.bpf.c rule 1b, the kernel's newidle balance across nodes).
+    /// Off by default: without it cross-node steals happen only within the
+    /// balance pass's budget or out of an overloaded node. docs/decisions.md,
+    /// "A CPU going idle pulls across nodes".
     #[arg(long)]
-    pub no_idle_pull_across: bool,
+    pub idle_pull_across: bool,
 
     /// NUMA balancing policy. off: cross-node steals whenever a CPU would
     /// idle (= --steal-cross-node), wake-ups leave the node when it has no

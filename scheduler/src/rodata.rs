@@ -72,7 +72,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     let mode = opts.numa_mode();
     // off: cross-node steals whenever a CPU would idle (the old flag)
     r.steal_cross_node = mode == NumaBalance::Off;
-    r.idle_pull_across = !opts.no_idle_pull_across && mode != NumaBalance::Off;
+    r.idle_pull_across = opts.idle_pull_across && mode != NumaBalance::Off;
     let push = opts.push_cross_node();
     r.push_cross_wake = push == PushCrossNode::Always;
     r.push_cross_fork = push != PushCrossNode::Never;
@@ -158,8 +158,8 @@ mod tests {
         assert_eq!(r.iwq_period_ns, 20_000_000);
         assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle && r.idle_prev_first);
         assert!(!r.steal_cross_node && r.wake_follow && r.wake_affine);
-        // a CPU going idle pulls across nodes under a policy (rule 1b)
-        assert!(r.idle_pull_across);
+        // a CPU going idle pulls across nodes only when asked (rule 1b)
+        assert!(!r.idle_pull_across);
         // under a NUMA policy only new tasks are pushed to another node
         assert!(r.push_cross_fork && !r.push_cross_wake);
         assert!(!r.place_at_fork);

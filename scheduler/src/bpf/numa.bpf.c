@@ -65,7 +65,7 @@
  *    until the next pass (pull.bpf.c level 5), and the pass kicks up to 4
  *    idle CPUs of d to do it. Steals inside a node are unchanged (they run
  *    on every dispatch).
- * 1b. Idle pull (on unless --no-idle-pull-across): a CPU about to go idle
+ * 1b. Idle pull (--idle-pull-across, off by default): a CPU about to go idle
  *    (pull.bpf.c level 5, nothing runnable here) may take a task queued in
  *    another node without a budget, when that node holds enough more tasks
  *    now (numa_nr_now(): busy CPUs and queued tasks at this instant) for
