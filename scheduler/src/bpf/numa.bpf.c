@@ -945,7 +945,8 @@ __hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
 /*
  * Rule 1b: may @cpu, about to go idle, pull from node @vn, which holds
  * enough more tasks now (numa_rule_idle_pull())? The caller asks once per
- * node and steal (NUMA_STEAL_IDLE): the tasks now cost a walk of both nodes.
+ * node in a steal scan and steals with NUMA_STEAL_IDLE: counting the tasks
+ * now walks both nodes' CPUs.
  */
 __hidden bool numa_idle_pull_ok(s32 cpu, u32 vn)
 {
