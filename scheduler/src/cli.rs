@@ -104,6 +104,17 @@ pub struct Opts {
     #[arg(long)]
     pub no_steal: bool,
 
+    /// Hand a task about to queue behind a running task to an idle CPU of
+    /// its LLC or node instead (bpf/pull.bpf.c, pull_claim_near()). On by
+    /// default. docs/decisions.md, "The hand-off at enqueue".
+    #[arg(long, overrides_with = "no_enqueue_handoff")]
+    pub enqueue_handoff: bool,
+
+    /// Queue such a task behind the running one, where it waits until its
+    /// CPU frees or a CPU going idle steals it (Sistare's 2018 rule).
+    #[arg(long, overrides_with = "enqueue_handoff")]
+    pub no_enqueue_handoff: bool,
+
     /// Wake-up preemption: a woken task more than this many microseconds
     /// of virtual time ahead of the running one preempts it. 0 (default)
     /// = off (docs/decisions.md, "Wake-up preemption off by default").
@@ -467,6 +478,12 @@ fn parse_interval(s: &str) -> std::result::Result<f64, String> {
 }
 
 impl Opts {
+    /// The hand-off at enqueue in force (the last of --enqueue-handoff /
+    /// --no-enqueue-handoff wins; on when neither is given).
+    pub fn enqueue_handoff(&self) -> bool {
+        !self.no_enqueue_handoff
+    }
+
     /// Sparse idle tracking in force (only with --sparse-idle; the last
     /// of --sparse-idle / --no-sparse-idle wins).
     pub fn sparse_idle(&self) -> bool {
@@ -709,6 +726,15 @@ mod tests {
         }
         assert_eq!(parse(&["--cache-imb-pct=0"]).unwrap().cache_imb_pct, 0);
         assert_eq!(parse(&["--cache-aggr-tolerance=100"]).unwrap().cache_aggr_tolerance, 100);
+    }
+
+    #[test]
+    fn enqueue_handoff_flags() {
+        assert!(parse(&[]).unwrap().enqueue_handoff());
+        assert!(!parse(&["--no-enqueue-handoff"]).unwrap().enqueue_handoff());
+        // the last of the pair wins
+        assert!(parse(&["--no-enqueue-handoff", "--enqueue-handoff"]).unwrap().enqueue_handoff());
+        assert!(!parse(&["--enqueue-handoff", "--no-enqueue-handoff"]).unwrap().enqueue_handoff());
     }
 
     #[test]

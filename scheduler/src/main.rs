@@ -254,6 +254,13 @@ impl<'a> Scheduler<'a> {
         if opts.no_queued_wakeups {
             skel.struct_ops.locality_ops_mut().flags &= !*scx_utils::compat::SCX_OPS_ALLOW_QUEUED_WAKEUP;
         }
+        // ops.update_idle feeds only the sparse idle flags (bpf/idle.bpf.c):
+        // without them it is not attached, saving a BPF call at every idle
+        // transition; the kernel keeps its built-in idle masks either way.
+        if !opts.sparse_idle() {
+            skel.struct_ops.locality_ops_mut().update_idle = std::ptr::null_mut();
+            skel.progs.locality_update_idle.set_autoload(false);
+        }
 
         let mut skel = scx_ops_load!(skel, locality_ops, uei)?;
 
@@ -271,7 +278,7 @@ impl<'a> Scheduler<'a> {
         };
 
         println!(
-            "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, idle_core={}, idle_search={}, sparse_idle={}, wake_gran={}us, \
+            "scx_locality: attached ({} CPUs, {} LLCs, {} nodes, steal={}, enqueue_handoff={}, idle_core={}, idle_search={}, sparse_idle={}, wake_gran={}us, \
              steal_cross_node={}, push_cross_node={}, wake_follow={}, wake_affine={}, queued_wakeups={}, numa_balance={}, exec_placement={}, \
              numa_interval={}ms, \
              imb_numa_nr={:?}, cache_aware={}, cache_wake_aggr={}, cache_gates={}, cache_busy_wake={}, epoch={}ms, \
@@ -280,6 +287,7 @@ impl<'a> Scheduler<'a> {
             topo.nr_llcs,
             topo.nr_nodes,
             on_off(!opts.no_steal),
+            on_off(!opts.no_steal && opts.enqueue_handoff()),
             on_off(!opts.no_idle_core),
             opts.idle_search.name(),
             on_off(opts.sparse_idle()),

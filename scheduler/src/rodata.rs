@@ -64,6 +64,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.slice_lag_ns = opts.slice_us * 1000;
     r.iwq_period_ns = opts.heartbeat_us * 1000;
     r.no_steal = opts.no_steal;
+    r.enqueue_handoff = opts.enqueue_handoff();
     r.no_idle_core = opts.no_idle_core;
     r.idle_prev_first = opts.idle_search == IdleSearch::PrevFirst;
     r.sparse_idle = opts.sparse_idle();
@@ -157,6 +158,7 @@ mod tests {
         assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
         assert_eq!(r.iwq_period_ns, 20_000_000);
         assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle && r.idle_prev_first);
+        assert!(r.enqueue_handoff);
         assert!(!r.steal_cross_node && r.wake_follow && r.wake_affine);
         // a CPU going idle pulls across nodes only when asked (rule 1b)
         assert!(!r.idle_pull_across);

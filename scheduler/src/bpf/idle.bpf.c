@@ -33,7 +33,9 @@
  *
  * Flags are written by ops.update_idle, which the kernel calls on every
  * transition between a task and the idle task (atomic OR / AND of the
- * CPU's bit, only when it changes: 8 CPUs write the word).
+ * CPU's bit, only when it changes: 8 CPUs write the word). The agent
+ * attaches ops.update_idle only with --sparse-idle: the built-in
+ * implementation needs no callback.
  * SCX_OPS_KEEP_BUILTIN_IDLE keeps the kernel's bitmaps up to date as well:
  * numa.bpf.c, cache.bpf.c, pull.bpf.c and the heartbeat timer still use
  * them. A core is idle when the flags of the CPU and of all its siblings

@@ -38,6 +38,7 @@ extern const volatile u64 slice_ns;
 extern const volatile u64 slice_lag_ns;
 extern const volatile u64 iwq_period_ns;
 extern const volatile bool no_steal;
+extern const volatile bool enqueue_handoff;
 extern const volatile bool no_idle_core;
 extern const volatile bool idle_prev_first;
 extern const volatile u64 wake_gran_ns;

@@ -90,9 +90,8 @@
  *   its irq_work would never run and the kernel would hang at detach.
  *
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
- * no_idle_core, idle_prev_first, steal_cross_node, push_cross_wake,
- * push_cross_fork; NUMA
- * knobs in numa.bpf.c.
+ * enqueue_handoff, no_idle_core, idle_prev_first, steal_cross_node,
+ * push_cross_wake, push_cross_fork; NUMA knobs in numa.bpf.c.
  * Stats: the per-CPU "stats" array, one counter per line of stats.h.
  */
 #include "locality.bpf.h"
@@ -119,6 +118,7 @@ const volatile u64 slice_ns = DFL_SLICE_US * 1000ULL;
 const volatile u64 slice_lag_ns = DFL_SLICE_US * 1000ULL;
 const volatile u64 iwq_period_ns = DFL_IWQ_PERIOD_US * 1000ULL;
 const volatile bool no_steal;
+const volatile bool enqueue_handoff = true;	/* pull.bpf.c pull_claim_near() */
 const volatile bool no_idle_core;
 const volatile bool idle_prev_first = true;
 const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up preemption */

@@ -53,6 +53,9 @@
  *
  * Knobs: no_steal disables levels 1-3 and 5, the hand-over at enqueue and
  * the stealer kick (level 4 stays: it is about correctness, not balance);
+ * enqueue_handoff (--no-enqueue-handoff) the hand-over alone, which leaves
+ * Sistare's rule: a task queued behind a running one waits there until a
+ * CPU going idle steals it (or its own CPU frees);
  * steal_cross_node (off mode) and the NUMA budget feed
  * numa_may_steal_across().
  * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_ENQ_HANDOFF,
@@ -441,7 +444,7 @@ __hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim)
 	u32 v = victim & CPU_MASK, l = cpu_llc[v], n = cpu_node[v];
 	s32 cpu;
 
-	if (no_steal)
+	if (no_steal || !enqueue_handoff)
 		return -1;
 	if (cache_aware) {
 		s32 pref = cache_pref(p, NULL);
