@@ -63,6 +63,27 @@ impl IdleSearch {
     }
 }
 
+/// --enqueue-handoff values (bpf/pull.bpf.c, pull_claim_near()).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EnqueueHandoff {
+    /// Every task about to queue behind a running one.
+    All,
+    /// Only a task queued again without a wake-up.
+    Requeued,
+    /// None.
+    Off,
+}
+
+impl EnqueueHandoff {
+    pub fn name(self) -> &'static str {
+        match self {
+            EnqueueHandoff::All => "all",
+            EnqueueHandoff::Requeued => "requeued",
+            EnqueueHandoff::Off => "off",
+        }
+    }
+}
+
 /// --push-cross-node values (bpf/numa.bpf.c, numa_push_across()).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PushCrossNode {
@@ -104,16 +125,14 @@ pub struct Opts {
     #[arg(long)]
     pub no_steal: bool,
 
-    /// Hand a task about to queue behind a running task to an idle CPU of
-    /// its LLC or node instead (bpf/pull.bpf.c, pull_claim_near()). On by
-    /// default. docs/decisions.md, "The hand-off at enqueue".
-    #[arg(long, overrides_with = "no_enqueue_handoff")]
-    pub enqueue_handoff: bool,
-
-    /// Queue such a task behind the running one, where it waits until its
-    /// CPU frees or a CPU going idle steals it (Sistare's 2018 rule).
-    #[arg(long, overrides_with = "enqueue_handoff")]
-    pub no_enqueue_handoff: bool,
+    /// Which tasks about to queue behind a running task go to an idle CPU
+    /// of their LLC or node instead (bpf/pull.bpf.c, pull_claim_near()).
+    /// all: every one; requeued: only a task queued again without a wake-up
+    /// (its slice ended, its affinity changed), a waking task waits on its
+    /// CPU to be stolen, as in Sistare's series; off: none waits elsewhere.
+    /// docs/decisions.md, "The hand-off at enqueue".
+    #[arg(long, value_enum, value_name = "TASKS", default_value = "all")]
+    pub enqueue_handoff: EnqueueHandoff,
 
     /// Wake-up preemption: a woken task more than this many microseconds
     /// of virtual time ahead of the running one preempts it. 0 (default)
@@ -478,12 +497,6 @@ fn parse_interval(s: &str) -> std::result::Result<f64, String> {
 }
 
 impl Opts {
-    /// The hand-off at enqueue in force (the last of --enqueue-handoff /
-    /// --no-enqueue-handoff wins; on when neither is given).
-    pub fn enqueue_handoff(&self) -> bool {
-        !self.no_enqueue_handoff
-    }
-
     /// Sparse idle tracking in force (only with --sparse-idle; the last
     /// of --sparse-idle / --no-sparse-idle wins).
     pub fn sparse_idle(&self) -> bool {
@@ -729,12 +742,13 @@ mod tests {
     }
 
     #[test]
-    fn enqueue_handoff_flags() {
-        assert!(parse(&[]).unwrap().enqueue_handoff());
-        assert!(!parse(&["--no-enqueue-handoff"]).unwrap().enqueue_handoff());
-        // the last of the pair wins
-        assert!(parse(&["--no-enqueue-handoff", "--enqueue-handoff"]).unwrap().enqueue_handoff());
-        assert!(!parse(&["--enqueue-handoff", "--no-enqueue-handoff"]).unwrap().enqueue_handoff());
+    fn enqueue_handoff_values() {
+        assert_eq!(parse(&[]).unwrap().enqueue_handoff, EnqueueHandoff::All);
+        for v in [EnqueueHandoff::All, EnqueueHandoff::Requeued, EnqueueHandoff::Off] {
+            let flag = format!("--enqueue-handoff={}", v.name());
+            assert_eq!(parse(&[flag.as_str()]).unwrap().enqueue_handoff, v);
+        }
+        assert_eq!(parse(&["--enqueue-handoff=some"]).unwrap_err().exit_code(), 2);
     }
 
     #[test]

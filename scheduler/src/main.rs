@@ -287,7 +287,7 @@ impl<'a> Scheduler<'a> {
             topo.nr_llcs,
             topo.nr_nodes,
             on_off(!opts.no_steal),
-            on_off(!opts.no_steal && opts.enqueue_handoff()),
+            if opts.no_steal { "off" } else { opts.enqueue_handoff.name() },
             on_off(!opts.no_idle_core),
             opts.idle_search.name(),
             on_off(opts.sparse_idle()),

@@ -12,7 +12,7 @@ use log::warn;
 
 use crate::bpf_skel::{types, OpenBpfSkel};
 use crate::cache::{self, CacheBusyWake, CacheGates};
-use crate::cli::{IdleSearch, Opts, PushCrossNode};
+use crate::cli::{EnqueueHandoff, IdleSearch, Opts, PushCrossNode};
 use crate::numa::{self, ExecPlacement, NumaBalance};
 use crate::topology::{Topo, MAX_SMT};
 
@@ -64,7 +64,8 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.slice_lag_ns = opts.slice_us * 1000;
     r.iwq_period_ns = opts.heartbeat_us * 1000;
     r.no_steal = opts.no_steal;
-    r.enqueue_handoff = opts.enqueue_handoff();
+    r.handoff_wake = opts.enqueue_handoff == EnqueueHandoff::All;
+    r.handoff_requeue = opts.enqueue_handoff != EnqueueHandoff::Off;
     r.no_idle_core = opts.no_idle_core;
     r.idle_prev_first = opts.idle_search == IdleSearch::PrevFirst;
     r.sparse_idle = opts.sparse_idle();
@@ -158,7 +159,7 @@ mod tests {
         assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
         assert_eq!(r.iwq_period_ns, 20_000_000);
         assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle && r.idle_prev_first);
-        assert!(r.enqueue_handoff);
+        assert!(r.handoff_wake && r.handoff_requeue);
         assert!(!r.steal_cross_node && r.wake_follow && r.wake_affine);
         // a CPU going idle pulls across nodes only when asked (rule 1b)
         assert!(!r.idle_pull_across);

@@ -90,7 +90,7 @@
  *   its irq_work would never run and the kernel would hang at detach.
  *
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
- * enqueue_handoff, no_idle_core, idle_prev_first, steal_cross_node,
+ * handoff_wake, handoff_requeue, no_idle_core, idle_prev_first, steal_cross_node,
  * push_cross_wake, push_cross_fork; NUMA knobs in numa.bpf.c.
  * Stats: the per-CPU "stats" array, one counter per line of stats.h.
  */
@@ -118,7 +118,8 @@ const volatile u64 slice_ns = DFL_SLICE_US * 1000ULL;
 const volatile u64 slice_lag_ns = DFL_SLICE_US * 1000ULL;
 const volatile u64 iwq_period_ns = DFL_IWQ_PERIOD_US * 1000ULL;
 const volatile bool no_steal;
-const volatile bool enqueue_handoff = true;	/* pull.bpf.c pull_claim_near() */
+const volatile bool handoff_wake = true;	/* pull.bpf.c pull_claim_near(): a waking task */
+const volatile bool handoff_requeue = true;	/* ... a task queued again without a wake-up */
 const volatile bool no_idle_core;
 const volatile bool idle_prev_first = true;
 const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up preemption */
@@ -369,7 +370,7 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 	 */
 	if (!claimed && !is_idle && p->nr_cpus_allowed > 1 &&
 	    !(enq_flags & SCX_ENQ_LAST)) {
-		s32 t = pull_claim_near(p, cpu);
+		s32 t = pull_claim_near(p, cpu, enq_flags & SCX_ENQ_WAKEUP);
 
 		if (t >= 0) {
 			place_vtime(tctx, t);

@@ -33,7 +33,11 @@
  * it: one wake-up, where queuing it and kicking a stealer would cost a
  * wake-up, a steal scan and a move between DSQs. Only when none is idle is
  * the task queued, and pull_kick_stealer() may still wake a CPU of another
- * node under NUMA rule 7.
+ * node under NUMA rule 7. --enqueue-handoff says for which tasks:
+ * every one (all), only one queued again without a wake-up, whose CPU
+ * nobody searched (its slice ended, its affinity changed: requeued), or
+ * none (off). Without the hand-off a task waits on its CPU, as in
+ * Sistare's series, until that CPU frees or a CPU going idle steals it.
  *
  * Origin: the stealing half of Steve Sistare's 2018 CFS rework (steal a task
  * from an overloaded CPU of the same LLC when going idle, found through a
@@ -53,9 +57,8 @@
  *
  * Knobs: no_steal disables levels 1-3 and 5, the hand-over at enqueue and
  * the stealer kick (level 4 stays: it is about correctness, not balance);
- * enqueue_handoff (--no-enqueue-handoff) the hand-over alone, which leaves
- * Sistare's rule: a task queued behind a running one waits there until a
- * CPU going idle steals it (or its own CPU frees);
+ * handoff_wake / handoff_requeue (--enqueue-handoff) the hand-over of a
+ * waking / a requeued task;
  * steal_cross_node (off mode) and the NUMA budget feed
  * numa_may_steal_across().
  * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_ENQ_HANDOFF,
@@ -433,18 +436,19 @@ __hidden bool pull_steal(s32 cpu, bool prev_runnable)
 /*
  * @p is about to be queued behind the task running on @victim: claim an
  * idle CPU allowed for it in the victim's LLC, else in its node, for
- * ops.enqueue to hand @p to; or -1. Such a CPU went idle after the
- * wake-up's own search, or @p comes back from its slice, which searched
- * nothing. With cache-aware scheduling, -1 for a task whose process
+ * ops.enqueue to hand @p to; or -1 (also when --enqueue-handoff leaves
+ * out this kind of enqueue, @wakeup or not). Such a CPU went idle after
+ * the wake-up's own search, or @p comes back from its slice, which
+ * searched nothing. With cache-aware scheduling, -1 for a task whose process
  * prefers another LLC (a stealer there pulls it, pull_kick_stealer()),
  * and no CPU outside its preferred LLC unless cache_keep_busy() allows.
  */
-__hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim)
+__hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim, bool wakeup)
 {
 	u32 v = victim & CPU_MASK, l = cpu_llc[v], n = cpu_node[v];
 	s32 cpu;
 
-	if (no_steal || !enqueue_handoff)
+	if (no_steal || !(wakeup ? handoff_wake : handoff_requeue))
 		return -1;
 	if (cache_aware) {
 		s32 pref = cache_pref(p, NULL);

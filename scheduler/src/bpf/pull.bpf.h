@@ -9,7 +9,7 @@
 #include "locality.bpf.h"
 
 bool pull_steal(s32 cpu, bool prev_runnable);
-s32 pull_claim_near(struct task_struct *p, s32 victim);
+s32 pull_claim_near(struct task_struct *p, s32 victim, bool wakeup);
 void pull_kick_stealer(struct task_struct *p, s32 victim);
 void pull_kick_any_near(s32 victim);
 void pull_mark_overloaded(s32 cpu);
