@@ -943,20 +943,42 @@ __hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
 }
 
 /*
+ * Rule 1b's answers during one steal scan of each CPU: a bit per node
+ * asked, and per node allowed. Counting a node's tasks now walks its CPUs,
+ * so each node is asked once per scan. Kept here, not in the caller's
+ * loop: the verifier tracks a loop's stack scalars exactly and walked
+ * every combination of bits, which tripled the scheduler's load time.
+ */
+static u64 idle_pull_asked[MAX_CPUS], idle_pull_allowed[MAX_CPUS];
+
+/* @cpu starts a steal scan that may ask numa_idle_pull_ok() */
+__hidden void numa_idle_pull_begin(s32 cpu)
+{
+	idle_pull_asked[cpu & CPU_MASK] = 0;
+	idle_pull_allowed[cpu & CPU_MASK] = 0;
+}
+
+/*
  * Rule 1b: may @cpu, about to go idle, pull from node @vn, which holds
- * enough more tasks now (numa_rule_idle_pull())? The caller asks once per
- * node in a steal scan and steals with NUMA_STEAL_IDLE: counting the tasks
- * now walks both nodes' CPUs.
+ * enough more tasks now (numa_rule_idle_pull())? The caller steals with
+ * NUMA_STEAL_IDLE if so.
  */
 __hidden bool numa_idle_pull_ok(s32 cpu, u32 vn)
 {
-	u32 n = cpu_node[cpu & CPU_MASK] & NODE_MASK;
+	u32 c = cpu & CPU_MASK, n = cpu_node[c] & NODE_MASK;
+	u64 bit;
 
 	if (!idle_pull_across || numa_mode == NUMA_OFF)
 		return false;
 	vn &= NODE_MASK;
-	return numa_rule_idle_pull(numa_mode, numa_nr_now(vn, -1), node_nr_cpus(vn),
-				   numa_nr_now(n, cpu), node_nr_cpus(n), node_imb_nr[n]) > 0;
+	bit = 1ULL << vn;
+	if (!(idle_pull_asked[c] & bit)) {
+		idle_pull_asked[c] |= bit;
+		if (numa_rule_idle_pull(numa_mode, numa_nr_now(vn, -1), node_nr_cpus(vn),
+					numa_nr_now(n, cpu), node_nr_cpus(n), node_imb_nr[n]) > 0)
+			idle_pull_allowed[c] |= bit;
+	}
+	return idle_pull_allowed[c] & bit;
 }
 
 /* the outcome of a steal numa_may_steal_across() allowed for @why */

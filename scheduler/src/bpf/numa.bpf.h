@@ -37,6 +37,7 @@ void numa_task_crossed(struct task_ctx *tctx, u64 now);
 enum { NUMA_STEAL_NO, NUMA_STEAL_BUDGET, NUMA_STEAL_OVERLOAD, NUMA_STEAL_IDLE };
 bool numa_steal_open(s32 cpu, bool going_idle);
 u32 numa_may_steal_across(s32 cpu, s32 victim);
+void numa_idle_pull_begin(s32 cpu);
 bool numa_idle_pull_ok(s32 cpu, u32 vn);
 void numa_steal_end(s32 cpu, u32 why, bool stole);
 bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst);

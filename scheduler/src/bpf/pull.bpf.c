@@ -329,9 +329,11 @@ static bool steal_list(s32 cpu, u32 start, u32 end, u32 mode,
 static bool steal_remote(s32 cpu, u32 min_queued)
 {
 	u32 c = cpu & CPU_MASK, i, rot;
-	u64 pull_asked = 0, pull_ok = 0;
 	bool asked = false, going_idle = min_queued <= 1;
 
+	/* rule 1b's answers are kept per node for this scan */
+	if (going_idle && idle_pull_across)
+		numa_idle_pull_begin(cpu);
 	rot = rotor_next(cpu);
 	bpf_for(i, 0, nr_cpus) {
 		u32 v = ((rot + i) % nr_cpus) & CPU_MASK, why;
@@ -345,18 +347,9 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 			asked = true;
 		}
 		why = numa_may_steal_across(cpu, v);
-		if (why == NUMA_STEAL_NO && going_idle) {
-			/* rule 1b, asked once per node (bit per node) */
-			u64 bit = 1ULL << (cpu_node[v] & (MAX_NODES - 1));
-
-			if (!(pull_asked & bit)) {
-				pull_asked |= bit;
-				if (numa_idle_pull_ok(cpu, cpu_node[v]))
-					pull_ok |= bit;
-			}
-			if (pull_ok & bit)
-				why = NUMA_STEAL_IDLE;
-		}
+		if (why == NUMA_STEAL_NO && going_idle && idle_pull_across &&
+		    numa_idle_pull_ok(cpu, cpu_node[v]))
+			why = NUMA_STEAL_IDLE;
 		if (why == NUMA_STEAL_NO)
 			continue;
 		stole = try_victim(cpu, v, min_queued,
