@@ -127,11 +127,12 @@ pub struct Opts {
 
     /// Which tasks about to queue behind a running task go to an idle CPU
     /// of their LLC or node instead (bpf/pull.bpf.c, pull_claim_near()).
-    /// all: every one; requeued: only a task queued again without a wake-up
-    /// (its slice ended, its affinity changed), a waking task waits on its
-    /// CPU to be stolen, as in Sistare's series; off: none waits elsewhere.
-    /// docs/decisions.md, "The hand-off at enqueue".
-    #[arg(long, value_enum, value_name = "TASKS", default_value = "all")]
+    /// requeued (default): only a task queued again without a wake-up (its
+    /// slice ended, its affinity changed); a waking task, whose wake-up
+    /// just searched for an idle CPU, waits on its CPU until that CPU frees
+    /// or a CPU going idle steals it, as in Sistare's series. all: every
+    /// one; off: none. docs/decisions.md, "The hand-off at enqueue".
+    #[arg(long, value_enum, value_name = "TASKS", default_value = "requeued")]
     pub enqueue_handoff: EnqueueHandoff,
 
     /// Wake-up preemption: a woken task more than this many microseconds
@@ -743,7 +744,7 @@ mod tests {
 
     #[test]
     fn enqueue_handoff_values() {
-        assert_eq!(parse(&[]).unwrap().enqueue_handoff, EnqueueHandoff::All);
+        assert_eq!(parse(&[]).unwrap().enqueue_handoff, EnqueueHandoff::Requeued);
         for v in [EnqueueHandoff::All, EnqueueHandoff::Requeued, EnqueueHandoff::Off] {
             let flag = format!("--enqueue-handoff={}", v.name());
             assert_eq!(parse(&[flag.as_str()]).unwrap().enqueue_handoff, v);

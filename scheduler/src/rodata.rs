@@ -159,7 +159,8 @@ mod tests {
         assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
         assert_eq!(r.iwq_period_ns, 20_000_000);
         assert!(!r.no_steal && !r.no_idle_core && !r.sparse_idle && r.idle_prev_first);
-        assert!(r.handoff_wake && r.handoff_requeue);
+        // a waking task waits to be stolen; a requeued one is handed over
+        assert!(!r.handoff_wake && r.handoff_requeue);
         assert!(!r.steal_cross_node && r.wake_follow && r.wake_affine);
         // a CPU going idle pulls across nodes only when asked (rule 1b)
         assert!(!r.idle_pull_across);

@@ -118,7 +118,7 @@ const volatile u64 slice_ns = DFL_SLICE_US * 1000ULL;
 const volatile u64 slice_lag_ns = DFL_SLICE_US * 1000ULL;
 const volatile u64 iwq_period_ns = DFL_IWQ_PERIOD_US * 1000ULL;
 const volatile bool no_steal;
-const volatile bool handoff_wake = true;	/* pull.bpf.c pull_claim_near(): a waking task */
+const volatile bool handoff_wake;	/* pull.bpf.c pull_claim_near(): a waking task */
 const volatile bool handoff_requeue = true;	/* ... a task queued again without a wake-up */
 const volatile bool no_idle_core;
 const volatile bool idle_prev_first = true;
@@ -365,8 +365,9 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 
 	/*
 	 * About to queue behind a running task: if a CPU nearby is idle,
-	 * the task goes straight to it instead (pull.bpf.c). Not the only
-	 * task of its CPU put back (SCX_ENQ_LAST, below): that CPU is free.
+	 * the task may go straight to it instead (pull.bpf.c; by default
+	 * only a task that is not waking). Not the only task of its CPU put
+	 * back (SCX_ENQ_LAST, below): that CPU is free.
 	 */
 	if (!claimed && !is_idle && p->nr_cpus_allowed > 1 &&
 	    !(enq_flags & SCX_ENQ_LAST)) {

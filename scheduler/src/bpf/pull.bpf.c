@@ -33,11 +33,14 @@
  * it: one wake-up, where queuing it and kicking a stealer would cost a
  * wake-up, a steal scan and a move between DSQs. Only when none is idle is
  * the task queued, and pull_kick_stealer() may still wake a CPU of another
- * node under NUMA rule 7. --enqueue-handoff says for which tasks:
- * every one (all), only one queued again without a wake-up, whose CPU
- * nobody searched (its slice ended, its affinity changed: requeued), or
- * none (off). Without the hand-off a task waits on its CPU, as in
- * Sistare's series, until that CPU frees or a CPU going idle steals it.
+ * node under NUMA rule 7. --enqueue-handoff says for which tasks: by
+ * default (requeued) only one queued again without a wake-up, whose CPU
+ * nobody searched (its slice ended, its affinity changed); all: every
+ * one; off: none. A waking task was just through the idle search of
+ * ops.select_cpu, so by default it waits on its CPU, as in Sistare's
+ * series, until that CPU frees or a CPU going idle steals it: handing it
+ * over cost a rescheduling IPI each and more migrations, for no measured
+ * gain (docs/decisions.md, "The hand-off at enqueue").
  *
  * Origin: the stealing half of Steve Sistare's 2018 CFS rework (steal a task
  * from an overloaded CPU of the same LLC when going idle, found through a
