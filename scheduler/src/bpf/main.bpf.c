@@ -90,8 +90,9 @@
  *   its irq_work would never run and the kernel would hang at detach.
  *
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
- * handoff_wake, handoff_requeue, no_idle_core, idle_prev_first, steal_cross_node,
- * push_cross_wake, push_cross_fork; NUMA knobs in numa.bpf.c.
+ * handoff_wake, handoff_requeue, no_idle_core, idle_prev_first,
+ * steal_cross_node, push_cross_wake, push_cross_fork; NUMA knobs in
+ * numa.bpf.c.
  * Stats: the per-CPU "stats" array, one counter per line of stats.h.
  */
 #include "locality.bpf.h"

@@ -947,7 +947,8 @@ __hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
  * asked, and per node allowed. Counting a node's tasks now walks its CPUs,
  * so each node is asked once per scan. Kept here, not in the caller's
  * loop: the verifier tracks a loop's stack scalars exactly and walked
- * every combination of bits, which tripled the scheduler's load time.
+ * every combination of bits, which made loading with --idle-pull-across
+ * slow (docs/decisions.md, "Rule 1b's per-node answers").
  */
 static u64 idle_pull_asked[MAX_CPUS], idle_pull_allowed[MAX_CPUS];
 
