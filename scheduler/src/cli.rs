@@ -127,11 +127,12 @@ pub struct Opts {
 
     /// Which tasks about to queue behind a running task go to an idle CPU
     /// of their LLC or node instead (bpf/pull.bpf.c, pull_claim_near()).
-    /// requeued (default): only a task queued again without a wake-up (its
-    /// slice ended, its affinity changed); a waking task, whose wake-up
-    /// just searched for an idle CPU, waits on its CPU until that CPU frees
-    /// or a CPU going idle steals it, as in Sistare's series. all: every
-    /// one; off: none. docs/decisions.md, "The hand-off at enqueue".
+    /// requeued (default): only a task whose enqueue is not a wake-up (its
+    /// slice ended, its affinity changed, it is new); a waking task, whose
+    /// wake-up just searched for an idle CPU, waits on its CPU until that
+    /// CPU frees or a CPU going idle steals it, as in Sistare's series. all:
+    /// every one; off: none. --no-steal turns this off too.
+    /// docs/decisions.md, "The hand-off at enqueue".
     #[arg(long, value_enum, value_name = "TASKS", default_value = "requeued")]
     pub enqueue_handoff: EnqueueHandoff,
 

@@ -34,13 +34,15 @@
  * wake-up, a steal scan and a move between DSQs. Only when none is idle is
  * the task queued, and pull_kick_stealer() may still wake a CPU of another
  * node under NUMA rule 7. --enqueue-handoff says for which tasks: by
- * default (requeued) only one queued again without a wake-up, whose CPU
- * nobody searched (its slice ended, its affinity changed); all: every
- * one; off: none. A waking task was just through the idle search of
- * ops.select_cpu, so by default it waits on its CPU, as in Sistare's
- * series, until that CPU frees or a CPU going idle steals it: handing it
- * over cost a rescheduling IPI each and more migrations, for no measured
- * gain (docs/decisions.md, "The hand-off at enqueue").
+ * default (requeued) only one whose enqueue is not a wake-up (its slice
+ * ended, its affinity changed; also a new task, although its fork
+ * searched); all: every one; off: none. A waking task was just through the
+ * idle search of ops.select_cpu, so by default it waits on its CPU, as in
+ * Sistare's series, until that CPU frees or a CPU going idle steals it:
+ * handing it over cost a rescheduling IPI each and more migrations, for
+ * no measured gain (docs/decisions.md, "The hand-off at enqueue"). With
+ * cache-aware scheduling on, pull_kick_stealer() still wakes a CPU of its
+ * LLC or node to steal it.
  *
  * Origin: the stealing half of Steve Sistare's 2018 CFS rework (steal a task
  * from an overloaded CPU of the same LLC when going idle, found through a
@@ -476,7 +478,9 @@ __hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim, bo
  * @p was just queued on busy @victim: wake one idle CPU that may run it,
  * so that CPU's ops.dispatch pulls it instead of it waiting a slice. With
  * cache-aware scheduling off, pull_claim_near() has just found none in the
- * victim's LLC and node: only NUMA rule 7 is left.
+ * victim's LLC and node, or was not to look (--enqueue-handoff): only NUMA
+ * rule 7 is left. With it on, a CPU of the LLC or node is woken here for a
+ * waking task too, whatever --enqueue-handoff says.
  */
 __hidden void pull_kick_stealer(struct task_struct *p __arg_trusted, s32 victim)
 {
