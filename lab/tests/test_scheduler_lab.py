@@ -48,8 +48,8 @@ def test_steal_switch_on_haswell2s():
     """With stealing the pull side moves work (SMT sibling or LLC first; across nodes only within the budget
     the NUMA balance pass granted, from a node that is overloaded (rule 7), or into a CPU going idle from a node
     with more tasks now (rule 1b)); with --no-steal it moves none,
-    neither by stealing nor by handing a task over at enqueue. With --enqueue-handoff=all waking tasks are handed
-    to idle CPUs at enqueue too. All detach cleanly after hackbench."""
+    neither by stealing nor by handing a task over at enqueue. By default no waking task is handed over at
+    enqueue; with --enqueue-handoff=all some are. All detach cleanly after hackbench."""
     m = machines.load("haswell2s")
     steps = [run.Step(run.parse_sched("scx_locality"), "hackbench -p -g 2 -l 300"),
              run.Step(run.parse_sched("scx_locality:--no-steal"), "hackbench -p -g 2 -l 300"),
@@ -57,7 +57,7 @@ def test_steal_switch_on_haswell2s():
     res = run.run_job(m, steps, timeout_s=900, stream=None, build_scheduler=False)
     assert res.exit_code() == run.EXIT_OK, res
     on, off, handoff_all = (final_stats(s.sched_log) for s in res.steps)
-    assert handoff_all["enq_handoff"] > 0
+    assert handoff_all["enq_handoff_wake"] > 0 and on["enq_handoff_wake"] == 0
     assert on["steal_smt"] + on["steal_llc"] > 0
     assert on["steal_remote"] == on["xnode_steal_balance"] + on["xnode_steal_overload"] + on["xnode_steal_idle"]
     assert on["xnode_steal_balance"] <= on["numa_budget"]

@@ -508,14 +508,15 @@ impl Metrics {
         )?;
         writeln!(
             w,
-            "  steal  smt={} llc={} node={} remote={} offline={} kicks={} handoffs={}",
+            "  steal  smt={} llc={} node={} remote={} offline={} kicks={} handoffs={} (waking {})",
             self.steal_smt,
             self.steal_llc,
             self.steal_node,
             self.steal_remote,
             self.steal_offline,
             self.kick_stealer,
-            self.enq_handoff
+            self.enq_handoff,
+            self.enq_handoff_wake
         )?;
         writeln!(
             w,
@@ -1077,7 +1078,7 @@ mod tests {
         let want = "\
 [scx_locality] test
   pick   prev=78000000 prev_core=1000000 llc_core=2000000 llc_cpu=3000000 node_cpu=4000000 other=5000000 none=6000000 affine=7000000 (wide 8000000)
-  steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000 handoffs=77000000
+  steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000 handoffs=77000000 (waking 80000000)
   migr   cross_llc=14000000 cross_node=15000000  idle_while_queued llc=16.0ms node=17.0ms (24000000 samples, timer 25.0ms, 26000000 stretched)
   queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=67000000 idle_claim_lost=68000000
   numa   xnode push_wake=30000000 push_fork=31000000 exec=32000000 steal_balance=33000000 steal_offline=34000000 wake_follow=35000000 active=36000000 steal_overload=37000000 steal_idle=38000000  passes=39000000 budget=40000000 push_kept=41000000 new_local=42000000 claim_lost=71000000 task_recent=43000000 follow_refused=44000000 (overload 69000000 partners 70000000) settled_kept=45000000 pull_hot=46000000 active_kicks=47000000 overload=48000000  home xnode=49000000 kept=50000000 active=51000000 swaps=52000000

@@ -66,8 +66,8 @@
  * waking / a requeued task;
  * steal_cross_node (off mode) and the NUMA budget feed
  * numa_may_steal_across().
- * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_ENQ_HANDOFF,
- * STAT_KICK_STEALER.
+ * Stats: STAT_STEAL_{SMT, LLC, NODE, REMOTE, OFFLINE}, STAT_ENQ_HANDOFF
+ * (STAT_ENQ_HANDOFF_WAKE: of those, waking tasks), STAT_KICK_STEALER.
  */
 
 #include "locality.bpf.h"
@@ -431,6 +431,13 @@ __hidden bool pull_steal(s32 cpu, bool prev_runnable)
 	return false;
 }
 
+static __always_inline void handoff_count(bool wakeup)
+{
+	stat_inc(STAT_ENQ_HANDOFF);
+	if (wakeup)
+		stat_inc(STAT_ENQ_HANDOFF_WAKE);
+}
+
 /*
  * @p is about to be queued behind the task running on @victim: claim an
  * idle CPU allowed for it in the victim's LLC, else in its node, for
@@ -457,7 +464,7 @@ __hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim, bo
 	}
 	cpu = idle_pick_llc(p, l, false);
 	if (cpu >= 0) {
-		stat_inc(STAT_ENQ_HANDOFF);
+		handoff_count(wakeup);
 		return cpu;
 	}
 	/* out of its preferred LLC only as the gate "out" and --cache-busy-wake allow */
@@ -466,7 +473,7 @@ __hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim, bo
 	if (node_nr_cpus(n) > llc_nr_cpus(l)) {
 		cpu = idle_pick_node(p, n, l);
 		if (cpu >= 0) {
-			stat_inc(STAT_ENQ_HANDOFF);
+			handoff_count(wakeup);
 			/* a move to another LLC: explain names its rule */
 			decide_why(task_ctx(p), STAT_ENQ_HANDOFF);
 		}

@@ -132,3 +132,6 @@ LOC_STAT(ENQ_HANDOFF, enq_handoff, CNT, "enqueue: handed to an idle CPU of the L
 /* push.bpf.c step 1 with --idle-search=prev-first */
 LOC_STAT(PICK_PREV, pick_prev, CNT, "select_cpu: prev CPU idle, its SMT siblings busy or not")
 LOC_STAT(XNODE_CACHE_AGGR, xnode_cache_aggr, CNT, "cross-node move: a waking task went to an idle CPU of its preferred LLC in another node that asked for it")
+
+/* of enq_handoff, the tasks handed over at a wake-up (--enqueue-handoff=all; pull_claim_near()) */
+LOC_STAT(ENQ_HANDOFF_WAKE, enq_handoff_wake, CNT, "enqueue: of enq_handoff, waking tasks")
