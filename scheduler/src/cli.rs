@@ -91,6 +91,8 @@ pub enum PushCrossNode {
     Always,
     /// New tasks only; a waking task stays in its node.
     Fork,
+    /// New tasks, and wake-ups but a synchronous one between partners.
+    Unpaired,
     /// Never.
     Never,
 }
@@ -100,6 +102,7 @@ impl PushCrossNode {
         match self {
             PushCrossNode::Always => "always",
             PushCrossNode::Fork => "fork",
+            PushCrossNode::Unpaired => "unpaired",
             PushCrossNode::Never => "never",
         }
     }
@@ -213,8 +216,10 @@ pub struct Opts {
     /// 7): always (new tasks and wake-ups), fork (new tasks only: a waking
     /// task stays in the node of its previous CPU or of its waker, as the
     /// kernel's wake-ups do, and the balance pass moves it if the imbalance
-    /// lasts), never. Default: fork under a NUMA policy, always with
-    /// --numa-balance=off.
+    /// lasts), unpaired (new tasks and wake-ups, but not a task woken
+    /// synchronously by a partner of few partners: the two ends of a pipe or
+    /// socket stay in their node), never. Default: fork under a NUMA policy,
+    /// always with --numa-balance=off.
     #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "no_push_cross_node")]
     pub push_cross_node: Option<PushCrossNode>,
 
@@ -652,6 +657,7 @@ mod tests {
         assert_eq!(when(&["--numa-balance", "off", "--push-cross-node", "fork"]), PushCrossNode::Fork);
         assert_eq!(when(&["--no-push-cross-node"]), PushCrossNode::Never);
         assert_eq!(when(&["--push-cross-node", "always"]), PushCrossNode::Always);
+        assert_eq!(when(&["--push-cross-node", "unpaired"]), PushCrossNode::Unpaired);
         assert!(parse(&["--push-cross-node", "always", "--no-push-cross-node"]).is_err());
     }
 

@@ -78,6 +78,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     let push = opts.push_cross_node();
     r.push_cross_wake = push == PushCrossNode::Always;
     r.push_cross_fork = push != PushCrossNode::Never;
+    r.push_cross_unpaired = push == PushCrossNode::Unpaired;
     r.wake_follow = !opts.no_wake_follow;
     r.place_at_fork = opts.place_at_fork;
     r.place_least_loaded = opts.exec_placement == ExecPlacement::LeastLoaded;
@@ -165,7 +166,12 @@ mod tests {
         // a CPU going idle pulls across nodes only when asked (rule 1b)
         assert!(!r.idle_pull_across);
         // under a NUMA policy only new tasks are pushed to another node
-        assert!(r.push_cross_fork && !r.push_cross_wake);
+        assert!(r.push_cross_fork && !r.push_cross_wake && !r.push_cross_unpaired);
+        // unpaired: new tasks, and wake-ups the BPF side finds unpaired
+        let unpaired = Opts::try_parse_from(["scx_locality", "--push-cross-node", "unpaired"]).unwrap();
+        let mut u: Box<types::rodata> = Box::new(unsafe { std::mem::zeroed() });
+        fill(&mut u, &unpaired, &topo);
+        assert!(u.push_cross_fork && !u.push_cross_wake && u.push_cross_unpaired);
         assert!(!r.place_at_fork);
         assert!(r.place_least_loaded);
         assert_eq!(r.numa_mode, NumaBalance::Upstream.bpf_mode());

@@ -47,6 +47,7 @@ extern const volatile bool steal_cross_node;
 extern const volatile bool idle_pull_across;
 extern const volatile bool push_cross_wake;
 extern const volatile bool push_cross_fork;
+extern const volatile bool push_cross_unpaired;
 extern const volatile bool wake_follow;
 extern const volatile bool place_at_fork;
 extern const volatile bool place_least_loaded;

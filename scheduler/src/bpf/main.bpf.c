@@ -91,8 +91,8 @@
  *
  * Knobs (rodata, set by the agent): slice_ns, slice_lag_ns, no_steal,
  * handoff_wake, handoff_requeue, no_idle_core, idle_prev_first,
- * steal_cross_node, push_cross_wake, push_cross_fork; NUMA knobs in
- * numa.bpf.c.
+ * steal_cross_node, push_cross_wake, push_cross_fork, push_cross_unpaired;
+ * NUMA knobs in numa.bpf.c.
  * Stats: the per-CPU "stats" array, one counter per line of stats.h.
  */
 #include "locality.bpf.h"
@@ -128,6 +128,7 @@ const volatile bool steal_cross_node;
 const volatile bool idle_pull_across;	/* numa.bpf.c rule 1b */
 const volatile bool push_cross_wake;	/* numa.bpf.c rule 7 at a wake-up */
 const volatile bool push_cross_fork = true;	/* numa.bpf.c rule 7 for a new task */
+const volatile bool push_cross_unpaired;	/* ... for a wake-up not within a pair */
 const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */
 const volatile bool place_at_fork;	/* numa.bpf.c rule 3: fork too, not only exec */
 const volatile bool place_least_loaded;	/* numa.bpf.c rule 3: Bligh/Hohnbaum's form */

@@ -79,10 +79,13 @@
  * 2. Push across nodes (push.bpf.c step 5, reached only when prev's node
  *    has no idle allowed CPU): a new task by default (push_cross_fork), a
  *    waking one only with --push-cross-node=always (push_cross_wake;
- *    also the default with NUMA_OFF). Only out of a node that is
- *    overloaded with the waking task counted (one more runnable task,
- *    adding its own utilisation: numa_account() keeps it), into the least
- *    loaded node if that one is not (rule 7); the CPU is taken from that node (else
+ *    also the default with NUMA_OFF) or, with --push-cross-node=unpaired
+ *    (push_cross_unpaired), one that is not woken synchronously by a
+ *    partner of few partners (numa_wake_paired(): the two ends of a pipe
+ *    or socket stay). Only out of a node that is overloaded with the
+ *    waking task counted (one more runnable task, adding its own
+ *    utilisation: numa_account() keeps it), into the least loaded node if
+ *    that one is not (rule 7); the CPU is taken from that node (else
  *    anywhere allowed). By default every node keeps its waking tasks, as
  *    the kernel's wake-up does (it searches only the LLC of prev or of the
  *    waker): a CPU there frees up soon, and spreading a lightly loaded
@@ -617,7 +620,8 @@ static __always_inline u32 numa_task_util(struct task_ctx *tctx, u64 now)
  * push step 5: prev's node has no idle CPU for @p (or prev is unusable).
  * Return a claimed idle CPU elsewhere, or -1 to stay.
  */
-__hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork)
+__hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork,
+			       bool paired)
 {
 	struct numa_node_fig sf, df;
 	struct task_ctx *tctx;
@@ -625,7 +629,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 	s32 d, cpu;
 	u64 now;
 
-	if (!(is_fork ? push_cross_fork : push_cross_wake))
+	if (!(is_fork ? push_cross_fork : (push_cross_wake || (push_cross_unpaired && !paired))))
 		return -1;
 	if (numa_mode == NUMA_OFF || nr_nodes < 2 || !cpu_online(prev_cpu) ||
 	    !bpf_cpumask_test_cpu(prev_cpu, p->cpus_ptr)) {
@@ -811,6 +815,16 @@ static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ct
 	return numa_rule_few_partners(w ? (s64)w->wakee_flips : -1,
 				      t ? (s64)t->wakee_flips : -1,
 				      llc_nr_cpus(cpu_llc[waker_cpu & CPU_MASK]));
+}
+
+/*
+ * --push-cross-node=unpaired: is @t, woken synchronously by @w (either
+ * context may be NULL) on @waker_cpu, one end of a pair (a pipe, a
+ * socket)? Such a wake-up keeps to the task's node (rule 2).
+ */
+__hidden bool numa_wake_paired(struct task_ctx *t, struct task_ctx *w, s32 waker_cpu)
+{
+	return numa_few_partners(t, w, waker_cpu);
 }
 
 /*

@@ -19,10 +19,11 @@ extern s32 active_to[MAX_CPUS];
 void numa_placed_moved(s32 from_cpu, s32 to_cpu);
 s32 numa_place_new(struct task_struct *p, s32 prev_cpu, u32 cause, bool again);
 s32 numa_place_exec(struct task_struct *p, struct task_ctx *tctx, s32 cpu);
-s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork);
+s32 numa_push_across(struct task_struct *p, s32 prev_cpu, bool is_fork, bool paired);
 bool numa_wake_follow(struct task_struct *p, struct task_ctx *tctx,
 		      struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu);
 void numa_followed(struct task_ctx *tctx);
+bool numa_wake_paired(struct task_ctx *t, struct task_ctx *w, s32 waker_cpu);
 bool numa_may_gather(u32 dst, u32 src);
 void numa_active_mark(s32 cpu, u32 to, u64 now);
 s32 numa_active_take(struct task_struct *p, s32 cpu, bool *claimed);

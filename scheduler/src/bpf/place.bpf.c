@@ -25,8 +25,9 @@
  *   5. synchronous, waker in another LLC of prev's node: an idle CPU of
  *      the waker's LLC (push_wake_affine());
  *   6. the idle search near prev: its core, its LLC, its node (then
- *      another node only with --push-cross-node=always, and if the NUMA
- *      policy allows; push_pick_cpu()).
+ *      another node only with --push-cross-node=always, or =unpaired for
+ *      a wake-up that is not a partner's, and if the NUMA policy allows;
+ *      push_pick_cpu()).
  */
 #include "locality.bpf.h"
 #include "place.bpf.h"
@@ -56,7 +57,7 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *
 		if (program)
 			cpu = numa_place_new(p, prev_cpu, STAT_XNODE_PUSH_FORK, false);
 		if (cpu < 0) {
-			cpu = push_pick_cpu(p, prev_cpu, true);
+			cpu = push_pick_cpu(p, prev_cpu, true, false);
 			if (program && cpu >= 0)
 				numa_placed_moved(prev_cpu, cpu);
 		}
@@ -95,5 +96,6 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *
 		if (cpu >= 0)
 			return cpu;
 	}
-	return push_pick_cpu(p, prev_cpu, false);
+	return push_pick_cpu(p, prev_cpu, false,
+			     sync && numa_wake_paired(tctx, waker, this_cpu));
 }

@@ -49,7 +49,8 @@
  * Knobs: idle_prev_first (--idle-search); no_idle_core skips the idle-core
  * tests of steps 1 and 2 (A/B switch for the idle-core preference);
  * push_cross_wake / push_cross_fork (--push-cross-node) allow step 5 for
- * a wake-up / a new task, in every NUMA mode; wake_affine
+ * a wake-up / a new task, in every NUMA mode, push_cross_unpaired for a
+ * wake-up that is not between partners (@paired); wake_affine
  * (--no-wake-affine).
  * Stats: STAT_PICK_{PREV, PREV_CORE, LLC_CORE, LLC_CPU, NODE_CPU, OTHER, NONE},
  * STAT_CACHE_KEEP_WAKE; following: STAT_XNODE_WAKE_FOLLOW,
@@ -177,7 +178,8 @@ __hidden s32 push_follow_waker(struct task_struct *p __arg_trusted, struct task_
 }
 
 /* Return a claimed idle CPU for @p, or -1 to stay on @prev_cpu. */
-__hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork)
+__hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork,
+			   bool paired)
 {
 	u32 llc;
 	s32 cpu;
@@ -246,7 +248,7 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 
 anywhere:
 	/* 5. another node, if the NUMA policy lets the task leave its node */
-	cpu = numa_push_across(p, prev_cpu, is_fork);
+	cpu = numa_push_across(p, prev_cpu, is_fork, paired);
 	if (cpu >= 0) {
 		stat_inc(STAT_PICK_OTHER);
 		return cpu;
