@@ -91,7 +91,7 @@ pub enum PushCrossNode {
     Always,
     /// New tasks only; a waking task stays in its node.
     Fork,
-    /// New tasks, and wake-ups but a synchronous one between partners.
+    /// New tasks, and wake-ups except a synchronous one between partners.
     Unpaired,
     /// Never.
     Never,

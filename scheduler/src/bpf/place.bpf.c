@@ -97,5 +97,5 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *
 			return cpu;
 	}
 	return push_pick_cpu(p, prev_cpu, false,
-			     sync && numa_wake_paired(tctx, waker, this_cpu));
+			     sync && push_cross_unpaired && numa_wake_paired(tctx, waker, this_cpu));
 }
