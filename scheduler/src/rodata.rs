@@ -152,10 +152,14 @@ mod tests {
         let online: Vec<RawCpu> =
             (0..4).map(|cpu| RawCpu { cpu, node: cpu / 2, llc_key: cpu / 2, core_key: cpu }).collect();
         let topo = Topo::from_raw(&[0, 1, 2, 3], &online).unwrap();
-        let opts = Opts::try_parse_from(["scx_locality"]).unwrap();
         // all-zero is a valid rodata (integers, bools and arrays of them)
-        let mut r: Box<types::rodata> = Box::new(unsafe { std::mem::zeroed() });
-        let w = fill(&mut r, &opts, &topo);
+        let filled = |args: &[&str]| {
+            let opts = Opts::try_parse_from(args).unwrap();
+            let mut r: Box<types::rodata> = Box::new(unsafe { std::mem::zeroed() });
+            let w = fill(&mut r, &opts, &topo);
+            (r, w)
+        };
+        let (r, w) = filled(&["scx_locality"]);
         assert_eq!((r.nr_cpus, r.nr_llcs, r.nr_nodes), (4, 2, 2));
         assert_eq!((r.slice_ns, r.slice_lag_ns, r.wake_gran_ns), (5_000_000, 5_000_000, 0));
         assert_eq!(r.iwq_period_ns, 20_000_000);
@@ -168,9 +172,7 @@ mod tests {
         // under a NUMA policy only new tasks are pushed to another node
         assert!(r.push_cross_fork && !r.push_cross_wake && !r.push_cross_unpaired);
         // unpaired: new tasks, and wake-ups the BPF side finds unpaired
-        let unpaired = Opts::try_parse_from(["scx_locality", "--push-cross-node", "unpaired"]).unwrap();
-        let mut u: Box<types::rodata> = Box::new(unsafe { std::mem::zeroed() });
-        fill(&mut u, &unpaired, &topo);
+        let (u, _) = filled(&["scx_locality", "--push-cross-node", "unpaired"]);
         assert!(u.push_cross_fork && !u.push_cross_wake && u.push_cross_unpaired);
         assert!(!r.place_at_fork);
         assert!(r.place_least_loaded);
