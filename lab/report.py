@@ -67,6 +67,24 @@ def values(results: dict, bench: str, case_id: str, sched: str, figure: str) -> 
     return out
 
 
+def paired_values(results: dict, bench: str, case_id: str, base: str, new: str,
+                  figure: str) -> list[tuple[float, float]]:
+    """(base, new) values of one figure of one case, one pair per run that has both (the first step of each
+    scheduler in the run)."""
+    out = []
+    for r in results.get("runs", []):
+        got: dict[str, float] = {}
+        for st in r["steps"]:
+            if st["bench"] != bench or st["sched"] not in (base, new) or st["sched"] in got:
+                continue
+            for c in st["cases"]:
+                if c["case"] == case_id and c["status"] == "ok" and c["figures"].get(figure) is not None:
+                    got[st["sched"]] = float(c["figures"][figure])
+        if base in got and new in got:
+            out.append((got[base], got[new]))
+    return out
+
+
 def case_list(results: dict, bench: str) -> list[tuple[str, str]]:
     """(case id, label) in the order the benchmark defines them."""
     seen: dict[str, str] = {c["id"]: c["label"] for c in results["benchmarks"].get(bench, {}).get("cases", [])}
@@ -110,6 +128,14 @@ def fmt_pct(p: float | None, sig: stats.Significance | None, baseline: bool = Fa
     return f"({p:7.2f}%)"
 
 
+def fmt_paired(pr: stats.Paired | None) -> str:
+    """x<ratio> and its p, marked *...* when significant; blank without a test."""
+    if pr is None:
+        return f"{'':>{FIELD}s} {'':{PCT}s}"
+    mark = f"*p {pr.p:.3f}*" if pr.significant else f"(p {pr.p:.3f})"
+    return f"{f'x{pr.ratio:.3f}':>{FIELD}s} {mark:>{PCT}s}"
+
+
 def figure_table(results: dict, bench: str, fig: dict, labels: list[str], failed: set[str]) -> tuple[str, list]:
     """An mmtests-style comparison table of one figure (text, fixed width) and its significance findings."""
     kind = fig["mean"]
@@ -124,9 +150,9 @@ def figure_table(results: dict, bench: str, fig: dict, labels: list[str], failed
     rows = [head]
     findings = []
     base = labels[0]
-    for stat in ("mean", "sd", "cv", "n"):
+    for stat in ("mean", "sd", "cv", "n", "paired"):
         for cid, clabel in cases:
-            name = {"mean": mean_name, "sd": sd_name, "cv": cv_name, "n": "Runs"}[stat]
+            name = {"mean": mean_name, "sd": sd_name, "cv": cv_name, "n": "Runs", "paired": "Paired"}[stat]
             line = f"{name:<{stat_w}s}{clabel:<{width}s} "
             bvals = values(results, bench, cid, base, fig["name"])
             bmean = stats.mean(bvals, kind)
@@ -146,6 +172,9 @@ def figure_table(results: dict, bench: str, fig: dict, labels: list[str], failed
                         cell = f"{fmt_num(m):>{FIELD}s} {fmt_pct(p, sig)}"
                 elif stat == "sd":
                     cell = f"{fmt_num(stats.spread(vals, kind)):>{FIELD}s} {'':{PCT}s}"
+                elif stat == "paired":
+                    cell = fmt_paired(None if i == 0 else
+                                      stats.paired(paired_values(results, bench, cid, base, s, fig["name"])))
                 elif stat == "cv":
                     cv = stats.coeffvar(vals, kind)
                     cell = f"{f'{cv:.2f}%' if cv is not None else 'n/a':>{FIELD}s} {'':{PCT}s}"
@@ -560,6 +589,10 @@ METHOD = [
     "- Percentages compare each scheduler with the first one (the baseline column) and are positive when "
     "better: 100 * new / base - 100 for rates, 100 - 100 * new / base for times.",
     "- " + SIG_RULE,
+    "- Paired: the geometric mean of the per-run ratios scheduler / baseline (boot by boot, so a boot's own "
+    "speed cancels) and the p of a one-sample t-test of their logs; marked `*p ...*` when p < 0.10. Under TCG "
+    "the speed of a whole boot varies for every scheduler alike: the two-sample test above counts that as "
+    "spread, the paired test does not.",
     "- Schedulers are interleaved: one boot per run, every benchmark under every scheduler in turn, the order "
     "rotated from run to run; so each run's schedulers share that boot's noise.",
     "- Host noise: the guest's vCPUs are threads of the host competing for its cores. *Host CPU to other work* "

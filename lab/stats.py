@@ -110,3 +110,28 @@ def significance(base, new, kind: str, alpha: float = ALPHA) -> Significance | N
     t = abs(mb - mn) / se
     p = float(2.0 * sst.t.sf(t, df))
     return Significance(significant=p < alpha, p=p, t=t, df=df)
+
+
+@dataclass
+class Paired:
+    ratio: float  # geometric mean of new / base over the runs that have both
+    significant: bool
+    p: float
+    n: int
+
+
+def paired(pairs, alpha: float = ALPHA) -> Paired | None:
+    """The test of per-run ratios (see the module text) over (base, new) pairs of one run each; pairs with a
+    missing or non-positive value are left out. None for fewer than 2 pairs."""
+    from scipy import stats as sst
+
+    logs = [math.log(float(n) / float(b)) for b, n in pairs
+            if b is not None and n is not None and float(b) > 0 and float(n) > 0]
+    if len(logs) < 2:
+        return None
+    m = sum(logs) / len(logs)
+    if max(logs) - min(logs) < 1e-12:
+        differ = abs(m) > 1e-12
+        return Paired(ratio=math.exp(m), significant=differ, p=0.0 if differ else 1.0, n=len(logs))
+    p = float(sst.ttest_1samp(logs, 0.0).pvalue)
+    return Paired(ratio=math.exp(m), significant=p < alpha, p=p, n=len(logs))

@@ -129,6 +129,13 @@ def test_figure_table_numbers_and_significance(out):
     assert n.split()[2:4] == ["2", "2"]
     sig = {(cid, s): f.significant for cid, s, _p, f in findings}
     assert sig == {("tb-A", "scx_locality"): True, ("tb-B", "scx_locality"): False}
+    # paired by run: A 10/15 and 12/17, geometric mean 0.686, p 0.048; B 14/10 and 16/12 (x1.366, p 0.0497),
+    # significant paired although not by the two-sample test above
+    assert report.paired_values(res, "tb", "tb-B", "eevdf", "scx_locality", "t") == [(10, 14), (12, 16)]
+    (pa,) = table_lines(text, "Paired", "A")
+    assert pa.split()[2:] == ["x0.686", "*p", "0.048*", "failed", "failed"]
+    (pb,) = table_lines(text, "Paired", "B")
+    assert pb.split()[2:5] == ["x1.366", "*p", "0.050*"]
     text, _ = report.figure_table(res, "tb", fig_r, labels, {"scx_rusty", "scx_bad"})
     (a,) = table_lines(text, "Hmean", "A")
     assert "100.00 (   0.00%)" in a and "110.00 *  10.00%*" in a  # zero spread, means differ: significant

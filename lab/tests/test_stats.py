@@ -77,3 +77,26 @@ def test_significance_zero_spread_and_too_few_runs():
     assert z.significant and z.p == 0.0
     assert stats.significance([5], [6, 7], "amean") is None
     assert stats.significance([5, 6], [], "hmean") is None
+
+
+def test_paired_ratio_and_t_test_by_hand():
+    # ratios 2, 1, 4: logs ln 2, 0, 2 ln 2; mean ln 2 -> x2.0; sd of the logs ln 2, se ln 2 / sqrt 3, so
+    # t = sqrt 3 with 2 df, whose tail is 1/2 - t / (2 sqrt(t^2 + 2)): p = 1 - sqrt(3/5)
+    pr = stats.paired([(1, 2), (1, 1), (1, 4)])
+    assert pr.n == 3 and pr.ratio == pytest.approx(2.0)
+    assert pr.p == pytest.approx(1 - math.sqrt(3 / 5)) and not pr.significant
+
+
+def test_paired_cancels_the_boot_that_the_two_sample_test_counts_as_spread():
+    # every run 10% faster than its baseline, but one boot twice as fast as the other for both
+    base, new = [100, 200], [110, 220]
+    assert not stats.significance(base, new, "hmean").significant
+    pr = stats.paired(zip(base, new))
+    assert pr.significant and pr.p == 0.0 and pr.ratio == pytest.approx(1.1)
+
+
+def test_paired_degenerate_inputs():
+    assert stats.paired([(100, 110)]) is None
+    assert stats.paired([(0, 110), (100, None), (5, 5)]) is None  # one usable pair
+    same = stats.paired([(100, 100), (7, 7)])
+    assert not same.significant and same.p == 1.0 and same.ratio == pytest.approx(1.0)
