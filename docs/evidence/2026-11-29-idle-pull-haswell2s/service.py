@@ -1,3 +1,7 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# Per boot, at half load: the workers' service time (request_p50_us), wake-up p50 and requests/s of scx_locality
+# against eevdf, read from the raw wakelat outputs of each run folder; geometric mean ratios and a t-test of their logs.
+# Usage: python service.py results.json [results.json ...]  (the run folders named there must still exist)
 import json,sys,os,math,re
 from scipy import stats
 rs=[];ws=[];qs=[]
