@@ -54,34 +54,31 @@ def sched_status(results: dict) -> list[dict]:
     return rows
 
 
+def run_values(run: dict, bench: str, case_id: str, sched: str, figure: str):
+    """The valid raw values of one figure of one case under one scheduler in one run, in step order."""
+    for st in run["steps"]:
+        if st["bench"] != bench or st["sched"] != sched:
+            continue
+        for c in st["cases"]:
+            if c["case"] == case_id and c["status"] == "ok" and c["figures"].get(figure) is not None:
+                yield float(c["figures"][figure])
+
+
 def values(results: dict, bench: str, case_id: str, sched: str, figure: str) -> list[float]:
     """Every valid raw value of one figure of one case under one scheduler, in run order."""
-    out = []
-    for r in results.get("runs", []):
-        for st in r["steps"]:
-            if st["bench"] != bench or st["sched"] != sched:
-                continue
-            for c in st["cases"]:
-                if c["case"] == case_id and c["status"] == "ok" and c["figures"].get(figure) is not None:
-                    out.append(float(c["figures"][figure]))
-    return out
+    return [v for r in results.get("runs", []) for v in run_values(r, bench, case_id, sched, figure)]
 
 
 def paired_values(results: dict, bench: str, case_id: str, base: str, new: str,
                   figure: str) -> list[tuple[float, float]]:
-    """(base, new) values of one figure of one case, one pair per run that has both (the first step of each
-    scheduler in the run)."""
+    """(base, new) values of one figure of one case, one pair per run that has both (each scheduler's first
+    value in the run)."""
     out = []
     for r in results.get("runs", []):
-        got: dict[str, float] = {}
-        for st in r["steps"]:
-            if st["bench"] != bench or st["sched"] not in (base, new) or st["sched"] in got:
-                continue
-            for c in st["cases"]:
-                if c["case"] == case_id and c["status"] == "ok" and c["figures"].get(figure) is not None:
-                    got[st["sched"]] = float(c["figures"][figure])
-        if base in got and new in got:
-            out.append((got[base], got[new]))
+        b = next(run_values(r, bench, case_id, base, figure), None)
+        n = next(run_values(r, bench, case_id, new, figure), None)
+        if b is not None and n is not None:
+            out.append((b, n))
     return out
 
 
