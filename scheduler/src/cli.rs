@@ -239,11 +239,14 @@ pub struct Opts {
     pub place_at_fork: bool,
 
     /// Where a new program starts (at exec, and at fork with
-    /// --place-at-fork). least-loaded (default): on the least loaded node
-    /// whenever it runs fewer tasks than the parent's (Bligh and Hohnbaum
-    /// 2003); allowance: near its parent while the parent's node is within
-    /// the NUMA policy's allowance (today's kernel). docs/decisions.md,
-    /// "New programs start on the least loaded node".
+    /// --place-at-fork). least-loaded (default): where it is while its CPU
+    /// runs at most one other task, else on the least loaded node when that
+    /// runs fewer tasks than the parent's (Bligh and Hohnbaum 2003);
+    /// least-loaded-always: on the least loaded node whenever it runs fewer
+    /// tasks, however quiet the program's CPU; allowance: near its parent
+    /// while the parent's node is within the NUMA policy's allowance (today's
+    /// kernel). docs/decisions.md, "New programs start on the least loaded
+    /// node".
     #[arg(long, value_enum, value_name = "RULE", default_value = "least-loaded")]
     pub exec_placement: ExecPlacement,
 

@@ -81,7 +81,8 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.push_cross_unpaired = push == PushCrossNode::Unpaired;
     r.wake_follow = !opts.no_wake_follow;
     r.place_at_fork = opts.place_at_fork;
-    r.place_least_loaded = opts.exec_placement == ExecPlacement::LeastLoaded;
+    r.place_least_loaded = opts.exec_placement != ExecPlacement::Allowance;
+    r.place_quiet_stays = opts.exec_placement == ExecPlacement::LeastLoaded;
     r.wake_affine = !opts.no_wake_affine;
     r.numa_mode = mode.bpf_mode();
     r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
@@ -175,7 +176,9 @@ mod tests {
         let (u, _) = filled(&["scx_locality", "--push-cross-node", "unpaired"]);
         assert!(u.push_cross_fork && !u.push_cross_wake && u.push_cross_unpaired);
         assert!(!r.place_at_fork);
-        assert!(r.place_least_loaded);
+        assert!(r.place_least_loaded && r.place_quiet_stays);
+        let (a, _) = filled(&["scx_locality", "--exec-placement", "least-loaded-always"]);
+        assert!(a.place_least_loaded && !a.place_quiet_stays);
         assert_eq!(r.numa_mode, NumaBalance::Upstream.bpf_mode());
         assert_eq!(r.numa_interval_ns, 150_000_000);
         assert_eq!(&r.node_imb_nr[..3], &[1, 1, 0]);

@@ -87,6 +87,7 @@ mod numa {
             least: *const NumaNodeFig,
         ) -> bool;
         fn rules_numa_new_stays_least_loaded(parent_nr: u32, least_nr: u32) -> bool;
+        fn rules_numa_new_cpu_quiet(cpu_nr: u32) -> bool;
         fn rules_numa_claim(placed: *mut u32, seen: u32) -> bool;
         fn rules_numa_may_gather(mode: u32, to: *const NumaNodeFig, from: *const NumaNodeFig) -> bool;
         fn rules_numa_push_across(
@@ -134,6 +135,10 @@ mod numa {
     /// tasks runnable now: on the parent's node without the program, on the least loaded node
     fn new_stays_least_loaded(parent_nr: u32, least_nr: u32) -> bool {
         unsafe { rules_numa_new_stays_least_loaded(parent_nr, least_nr) }
+    }
+    /// tasks on the program's own CPU, itself included
+    fn new_cpu_quiet(cpu_nr: u32) -> bool {
+        unsafe { rules_numa_new_cpu_quiet(cpu_nr) }
     }
     /// the claim works on a shared counter (node_placed in BPF), here an atomic
     fn claim(placed: &AtomicU32, seen: u32) -> bool {
@@ -505,6 +510,16 @@ mod numa {
         assert!(!new_stays_least_loaded(2, 1));
         // one other against one: stays (1 and 2 either way)
         assert!(new_stays_least_loaded(1, 1));
+    }
+
+    #[test]
+    fn new_program_stays_on_a_quiet_cpu() {
+        // alone on its CPU, or with one other task (its waiting parent): stays
+        assert!(new_cpu_quiet(1));
+        assert!(new_cpu_quiet(2));
+        // a third task on the CPU: looks for the least loaded node
+        assert!(!new_cpu_quiet(3));
+        assert!(!new_cpu_quiet(8));
     }
 
     #[test]

@@ -51,6 +51,7 @@ enum locality_consts {
 	NUMA_PULL_WAIT_US = 500,	/* rule 1b pulls a task queued at least this long (the kernel's migration cost) */
 	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
 	NUMA_CLAIM_TRIES = 4,		/* new-program placement: choices made again after a lost claim */
+	NUMA_EXEC_QUIET_NR = 2,		/* least-loaded: a program stays while its CPU runs this many, itself included */
 	TIMER_DUTY_PCT = 10,		/* the heartbeat timer's largest share of its CPU */
 	LOAD_SHIFT	= 10,		/* load fixed point: 1 task == 1 << LOAD_SHIFT */
 	LOAD_DECAY_SHIFT = 3,		/* EWMA weight of one step: 1/8 (8 steps: 32 ms) */

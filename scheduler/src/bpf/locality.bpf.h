@@ -51,6 +51,7 @@ extern const volatile bool push_cross_unpaired;
 extern const volatile bool wake_follow;
 extern const volatile bool place_at_fork;
 extern const volatile bool place_least_loaded;
+extern const volatile bool place_quiet_stays;
 extern const volatile bool wake_affine;
 
 extern const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */

@@ -132,6 +132,7 @@ const volatile bool push_cross_unpaired;	/* ... for a wake-up not within a pair 
 const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */
 const volatile bool place_at_fork;	/* numa.bpf.c rule 3: fork too, not only exec */
 const volatile bool place_least_loaded;	/* numa.bpf.c rule 3: Bligh/Hohnbaum's form */
+const volatile bool place_quiet_stays;	/* ... and its first test: a program on a quiet CPU stays */
 const volatile bool wake_affine = true;	/* push.bpf.c step 0b */
 
 const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */

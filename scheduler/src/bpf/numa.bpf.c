@@ -104,10 +104,13 @@
  *    turns it off.
  * 3. Exec (and, with --place-at-fork, a new process: fork of a thread-group
  *    leader, p->pid == p->tgid). Default (--exec-placement=least-loaded,
- *    Bligh and Hohnbaum's exec balancing): starts on the node with the
+ *    Bligh and Hohnbaum's exec balancing): stays where it is while its own
+ *    CPU runs at most one other task (numa_cpu_nr_now(),
+ *    numa_rule_new_cpu_quiet()); else starts on the node with the
  *    fewest tasks now whenever it has fewer than the parent's node without
  *    the program (numa_nr_now(), numa_rule_new_stays_least_loaded(); counted
- *    at the decision, not averaged). --exec-placement=allowance:
+ *    at the decision, not averaged). --exec-placement=least-loaded-always
+ *    skips the first test. --exec-placement=allowance:
  *    stays near its parent (normal push) while the parent's node is
  *    not overloaded and numa_rule_adjust(idle CPUs of the least loaded node -
  *    idle CPUs of the parent's node, busiest = parent node, local_running
@@ -367,6 +370,30 @@ __hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 	}
 	scx_bpf_put_idle_cpumask(idle);
 	return a->busy + (a->queued > a->free ? a->queued - a->free : 0);
+}
+
+/*
+ * Tasks on CPU @c now, for rule 3's first test (numa_rule_new_cpu_quiet()):
+ * the program being placed, the task running there unless that is the
+ * program itself (@self_cpu == @c) or the CPU is idle, and the tasks queued
+ * on it.
+ */
+static __always_inline u32 numa_cpu_nr_now(s32 c, s32 self_cpu)
+{
+	const struct cpumask *idle;
+	u32 nr = 1;
+	s32 lq;
+
+	if (!cpu_valid(c))
+		return nr;
+	if (c != self_cpu) {
+		idle = scx_bpf_get_idle_cpumask();
+		if (!bpf_cpumask_test_cpu(c, idle))
+			nr++;
+		scx_bpf_put_idle_cpumask(idle);
+	}
+	lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | c);
+	return nr + nr_queued_cpu(c) + (lq > 0 ? lq : 0);
 }
 
 /*
@@ -717,6 +744,13 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 	 * No once-per-interval gate (rule 4) here: a new program has no memory
 	 * to leave behind, even if a fork push just moved its process.
 	 */
+	/* least-loaded's first test: on a quiet CPU the program stays, no node compared */
+	if (place_quiet_stays && numa_rule_new_cpu_quiet(numa_cpu_nr_now(prev_cpu, self_cpu))) {
+		if (again)
+			return -1;
+		stat_inc(STAT_NUMA_NEW_LOCAL);
+		goto count_src;
+	}
 	bpf_for(try, 0, NUMA_CLAIM_TRIES) {
 		bool lost = false, stays;
 

@@ -289,6 +289,20 @@ static __always_inline bool numa_rule_new_stays_least_loaded(u32 parent_nr, u32 
 }
 
 /*
+ * Rule 3's first test in Bligh and Hohnbaum's exec balancing
+ * (sched_best_cpu(): `nr_running <= 2`): a new program whose own CPU runs
+ * @cpu_nr tasks, itself included, stays there, without a look at the other
+ * nodes, while that is at most NUMA_EXEC_QUIET_NR: it shares its CPU with
+ * at most one task, most often the parent that started it and waits for
+ * it. Only a program started onto a CPU that already queues work looks for
+ * the least loaded node.
+ */
+static __always_inline bool numa_rule_new_cpu_quiet(u32 cpu_nr)
+{
+	return cpu_nr <= NUMA_EXEC_QUIET_NR;
+}
+
+/*
  * Rule 3 at exec, least-loaded: a program that stayed on its node at its
  * first check is checked again at each slice end, for one balance interval
  * @interval_ns. Is its placement over after this check, @since_first_ns

@@ -103,6 +103,11 @@ bool rules_numa_new_stays_least_loaded(u32 parent_nr, u32 least_nr)
 	return numa_rule_new_stays_least_loaded(parent_nr, least_nr);
 }
 
+bool rules_numa_new_cpu_quiet(u32 cpu_nr)
+{
+	return numa_rule_new_cpu_quiet(cpu_nr);
+}
+
 bool rules_numa_exec_done(bool moved, bool recheck, u64 since_first_ns, u64 interval_ns)
 {
 	return numa_rule_exec_done(moved, recheck, since_first_ns, interval_ns);
