@@ -94,7 +94,9 @@ def test_cache_aware_keeps_a_small_group_in_one_llc_spr():
     most of its runtime there. How much is a quality figure, not a bar that holds every boot: the >= 0.95 goal is
     the cache-hackbench benchmark's (README, docs/decisions.md), and this test checks only what holds each boot:
     a preference recorded and more than half the runtime in it (that is, the preferred LLC is the one it runs
-    in)."""
+    in). The final snapshot may find no preference: 4 busy threads and their waits sit at the fit limit of a
+    4-core LLC, so the fit gate drops the preference and the next epoch sets it again (one boot: 39 sets, 31 drops,
+    none at the snapshot, 99.6% of the runtime in one LLC). Then a drop by the fit gate must be on record."""
     m = machines.load("spr-1n2llc")
     steps = [run.Step(run.parse_sched("scx_locality"), "hackbench -T -g 1 -f 2 -l 125000")]
     res = run.run_job(m, steps, timeout_s=600, stream=None, build_scheduler=False)
@@ -103,7 +105,11 @@ def test_cache_aware_keeps_a_small_group_in_one_llc_spr():
     procs = [p for p in st["cache_procs"] if p["comm"] == "hackbench"]
     assert procs, st["cache_procs"]
     hb = max(procs, key=lambda p: p["runtime_ms"])
-    assert hb["pref_llc"] >= 0 and st["cache_pref_set"] > 0, hb
+    assert st["cache_pref_set"] > 0, (hb, st["cache_pref_set"])
+    if hb["pref_llc"] < 0:
+        assert st["cache_drop_fit"] > 0, (hb, st["cache_drop_fit"])
+    else:
+        assert hb["pref_llc"] == hb["top_llc"], hb
     assert hb["share"] > 0.5, hb
     assert res.steps[0].sched_exit_kind == "unregistered from user space"
 
