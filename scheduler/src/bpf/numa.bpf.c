@@ -345,12 +345,19 @@ struct nr_now_acc {
 	u32 busy, queued, free;
 } nr_now_acc[MAX_CPUS];
 
+/* tasks waiting for CPU @c now: its own DSQs and its local DSQ */
+static __always_inline u32 numa_cpu_queued(s32 c)
+{
+	s32 lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | c);
+
+	return nr_queued_cpu(c) + (lq > 0 ? lq : 0);
+}
+
 __hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 {
 	const struct cpumask *idle;
 	u32 i, me = bpf_get_smp_processor_id() & CPU_MASK;
 	struct nr_now_acc *a = &nr_now_acc[me];
-	s32 lq;
 
 	if (n >= MAX_NODES)
 		return 0;
@@ -361,8 +368,7 @@ __hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 
 		if (!cpu_online(c))
 			continue;
-		lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | c);
-		a->queued += nr_queued_cpu(c) + (lq > 0 ? lq : 0);
+		a->queued += numa_cpu_queued(c);
 		if ((s32)c == self_cpu || bpf_cpumask_test_cpu(c, idle))
 			a->free++;
 		else
@@ -382,7 +388,6 @@ static __always_inline u32 numa_cpu_nr_now(s32 c, s32 self_cpu)
 {
 	const struct cpumask *idle;
 	u32 nr = 1;
-	s32 lq;
 
 	if (!cpu_valid(c))
 		return nr;
@@ -392,8 +397,7 @@ static __always_inline u32 numa_cpu_nr_now(s32 c, s32 self_cpu)
 			nr++;
 		scx_bpf_put_idle_cpumask(idle);
 	}
-	lq = scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | c);
-	return nr + nr_queued_cpu(c) + (lq > 0 ? lq : 0);
+	return nr + numa_cpu_queued(c);
 }
 
 /*
