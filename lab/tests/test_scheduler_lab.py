@@ -163,13 +163,16 @@ def test_exec_placement_numaq4():
     rounds of two probes each.
     - A program exec'd on a quiet CPU (EXEC_QUIET: only itself there, a spinner on the node's other CPU, the
       other nodes idle) is not moved by exec placement: its CPU runs at most 2 tasks. Without the first test it
-      is moved to an idle node, since node 0 runs more tasks than they do. Its node a second later is printed,
-      not asserted: in one of 3 rounds another rule had moved it.
+      is moved to an idle node, since node 0 runs more tasks than they do. The default may move it in one round
+      of three: CPU 0 is quiet only as far as the guest lets it be, and in one CI boot it was not in round 1 (so
+      the rounds now start 3 s after the scheduler attaches). The rule without the first test must move it in two
+      or more, so a default that lost the test still fails. Its node a second later is printed, not asserted: in
+      one of 3 rounds another rule had moved it.
     - Four CPU-bound programs started from one shell (EXEC_SPREAD) each have a CPU of their own, at most 2 on a
       node: the fork push puts each on an idle CPU, nearest first, and one exec'd onto a CPU that queues work
       moves to the least loaded node. One per node (5 of 18 rounds with the first test, 8 of 9 without it)
       is printed, not asserted: nothing evens a 2-0 pair of 2-CPU nodes out afterwards (docs/decisions.md)."""
-    rounds = "; ".join(f"echo 'exec-round: {r}'; {EXEC_QUIET}; {EXEC_SPREAD}" for r in (1, 2, 3))
+    rounds = "sleep 3; " + "; ".join(f"echo 'exec-round: {r}'; {EXEC_QUIET}; {EXEC_SPREAD}" for r in (1, 2, 3))
     always = "scx_locality:--exec-placement=least-loaded-always"
     res, parts = run_steps("numaq4", ("scx_locality", always), rounds, 400)
     spread = {sched: [sorted(int(n) for n in re.findall(r"^execspread: \d+ \d+ (\d+)", rnd, re.M))
@@ -180,7 +183,7 @@ def test_exec_placement_numaq4():
     print("nodes of the four programs, per round:", spread)
     print("(node, exec placement moves) of the program exec'd on a quiet CPU of node 0, per round:", quiet)
     assert len(quiet["scx_locality"]) == 3 and len(quiet[always]) == 3, quiet
-    assert all(m == 0 for _, m in quiet["scx_locality"]), quiet
+    assert sum(1 for _, m in quiet["scx_locality"] if m > 0) <= 1, quiet
     assert sum(1 for _, m in quiet[always] if m > 0) >= 2, quiet
     rounds_on = spread["scx_locality"]
     assert len(rounds_on) == 3 and all(len(r) == 4 for r in rounds_on), spread
