@@ -164,9 +164,9 @@ def test_exec_placement_numaq4():
     - A program exec'd on a quiet CPU (EXEC_QUIET: only itself there, a spinner on the node's other CPU, the
       other nodes idle) is not moved by exec placement: its CPU runs at most 2 tasks. Without the first test it
       is moved to an idle node, since node 0 runs more tasks than they do. The default may move it in one round
-      of three: CPU 0 is quiet only as far as the guest lets it be, and in one CI boot it was not in round 1 (so
-      the rounds now start 3 s after the scheduler attaches). The rule without the first test must move it in two
-      or more, so a default that lost the test still fails. Its node a second later is printed, not asserted: in
+      of three: CPU 0 is quiet only as far as the guest lets it be, most of all just after the scheduler attaches
+      (the rounds start 3 s later; docs/decisions.md). The rule without the first test must move it in two or
+      more, so a default that lost the test still fails. Its node a second later is printed, not asserted: in
       one of 3 rounds another rule had moved it.
     - Four CPU-bound programs started from one shell (EXEC_SPREAD) each have a CPU of their own, at most 2 on a
       node: the fork push puts each on an idle CPU, nearest first, and one exec'd onto a CPU that queues work
