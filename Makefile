@@ -18,6 +18,7 @@ build: setup
 
 unit-test: build
 	cd scheduler && $(CARGO) test --release
+	cd lab/memmodel && $(CARGO) test --release --target-dir $${LOCALITY_CACHE:-$(CURDIR)/.cache}/memmodel/target
 	$(PY) -m pytest -q lab/tests --no-lab
 
 lab-test: build

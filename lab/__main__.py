@@ -30,7 +30,7 @@ import sys
 import traceback
 from dataclasses import asdict
 
-from . import host, image, machines, run, setup, soak
+from . import host, image, machines, memmodel, run, setup, soak
 
 
 def cmd_setup(args) -> int:
@@ -198,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true",
                    help="go on with the bench in --out: keep its runs and run the rest up to --runs (same "
                         "machine, schedulers and benchmarks only)")
+    s.add_argument("--memory-model", action="store_true",
+                   help="count every guest memory access local/remote and through the modeled LLC (a QEMU "
+                        "plugin; the guest runs several times slower): adds mem-local-pct, llc-hit-pct, mem-ns "
+                        "and mem-s to every case")
     s.add_argument("--list", action="store_true", help="list the benchmarks and their cases")
     s.add_argument("--report-only", metavar="DIR", default="", help="rebuild DIR's report from its results.json")
     s.set_defaults(func=cmd_bench)
@@ -242,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                 (machines.UnknownMachine, "", run.EXIT_MACHINE),
                 (machines.MachineError, "malformed machine file: ", run.EXIT_MACHINE),
                 (setup.SetupMissing, "", run.EXIT_SETUP),
+                (memmodel.MemoryModelError, "memory model: ", run.EXIT_SETUP),
                 (host.HostRefused, "", run.EXIT_HOST),
                 (image.BuildFailed, "", run.EXIT_INTERNAL)]
     try:

@@ -32,9 +32,10 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
-from . import benchfile, guest_script, host, image, machines, paths, peers, run, samples, setup
+from . import benchfile, guest_script, host, image, machines, memmodel, paths, peers, run, samples, setup
 
 WORKLOADS_DIR = paths.REPO / "workloads"
 WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal", "memspan", "bpfcost"]
@@ -239,7 +240,8 @@ def _rel(path: Path, out: Path) -> str:
 
 
 def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmark, spec: run.SchedSpec,
-                 topo: machines.Topology, out: Path, raw_dir: Path) -> dict:
+                 topo: machines.Topology, out: Path, raw_dir: Path, mm: tuple | None = None) -> dict:
+    """One step's record. mm: (machine, parsed memmodel log) when the boot ran the memory model."""
     sr = result.steps[step_idx] if step_idx < len(result.steps) else run.StepResult(sched=spec.label)
     started = bool(sr.sched_started or (spec.is_eevdf and sr.cmd_exit is not None))
     step = {"step": step_idx, "bench": bench.name, "sched": spec.label, "started": started,
@@ -262,7 +264,7 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
              "error": None, "elapsed_s": None, "figures": {f.name: None for f in figures},
              "locality": None, "residency": None, "colocation": None, "process_llc": None, "bpf_cost": None,
              "interrupts": None, "idle_queued": None, "files": {}}
-        for kind in ("out", "tasks", "cpu", "ticks", "bpf", "irq"):
+        for kind in ("out", "tasks", "cpu", "ticks", "bpf", "irq", "mm"):
             src = result.files.get(f"{tag}.{kind}")
             if src and Path(src).exists():
                 dest = raw_dir / f"{tag}.{kind}"
@@ -289,8 +291,12 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
         if "cpu" in c["files"]:
             c["idle_queued"] = samples.idle_while_queued(
                 samples.parse_rq((out / c["files"]["cpu"]).read_text(errors="replace")), topo)
+        if mm is not None:
+            c["memory"] = case_memory(mm, out / c["files"]["mm"] if "mm" in c["files"] else None)
         if c["rc"] == 0:
             c["figures"] = {f.name: f.parse(text) for f in figures}
+            if mm is not None:
+                c["figures"].update(memmodel.figures(c["memory"]))
             missing = [k for k, v in c["figures"].items() if v is None]
             c["status"] = "ok" if not missing else "failed"
             if missing:
@@ -315,6 +321,17 @@ def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmar
     return step
 
 
+def case_memory(mm: tuple, mm_file: Path | None) -> dict | None:
+    """The memory model's record of a case: its BASE.mm names the case's begin mark in the boot."""
+    m, log = mm
+    if mm_file is None:
+        return None
+    w = mm_file.read_text(errors="replace").split()
+    if len(w) != 2 or w[0] != "begin" or not w[1].isdigit():
+        return None
+    return memmodel.case_memory(m, log, int(w[1]))
+
+
 def image_extras(benches: list[benchfile.Benchmark]) -> list[str]:
     """The image extras the benches' boots need (each benchmark's image_extras): no boot gets one it does not."""
     return sorted({e for b in benches for e in b.image_extras})
@@ -329,12 +346,14 @@ def write_results(out: Path, results: dict) -> None:
 def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark],
               runs: int, out: Path, build: bool = True, command_line: str = "", stdout=sys.stdout,
               session: host.Session | None = None, resume: dict | None = None,
-              prepared: dict[str, str] | None = None, runs_total: int | None = None) -> dict:
+              prepared: dict[str, str] | None = None, runs_total: int | None = None,
+              memory_model: bool = False) -> dict:
     """The bench in guests of m, or with session (inside its with block) on this machine (m its HostMachine).
     resume: an earlier results.json of the same plan (see load_resume); its runs are kept and the bench goes on
     with the next run number, so the scheduler order keeps rotating as if it had never stopped.
     prepared: the schedulers that cannot run ({label: reason}) when the caller built and checked them already
-    (bin/lab matrix); runs_total: the runs the caller means to reach in the end, for the report (default runs)."""
+    (bin/lab matrix); runs_total: the runs the caller means to reach in the end, for the report (default runs).
+    memory_model: every boot runs the memory model (lab/memmodel.py); its figures join each case's."""
     def log(msg):
         print(msg, file=stdout, flush=True)
 
@@ -363,11 +382,20 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         "scheds": [{"label": s.label, "name": s.name, "args": s.args,
                     "prepare_error": failed.get(s.label)} for s in specs],
         "benchmarks": {b.name: b.to_json() for b in benches},
+        "memory_model": None,
         "sampler": {"sample_ms": guest_script.SAMPLE_MS, "sched_ms": guest_script.SCHED_MS,
                     "cpustat_ms": guest_script.CPUSTAT_MS, "budget_pct": guest_script.SAMPLER_BUDGET_PCT,
                     "settle_ms": benchfile.COLOCATION_SETTLE_MS},
         "runs": [],
     }
+    if memory_model:
+        if session is not None:
+            raise run.UsageError("--memory-model needs the lab's guests (a QEMU plugin); it does not go with --host")
+        memmodel.plugin_args(m)  # refuses a machine without a [memory] table before anything runs
+        memmodel.build(log)
+        results["memory_model"] = {"tick_ms": memmodel.TICK_MS, **asdict(m.memory)}
+        for b in results["benchmarks"].values():
+            b["figures"] = b["figures"] + memmodel.figure_defs()
     if resume is not None:
         results["created"] = resume.get("created", results["created"])
         results["runs"] = list(resume.get("runs", []))
@@ -385,7 +413,8 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
     for r in range(first, runs):
         steps_plan = plan_run(benches, runnable, r)
         steps = [run.Step(s, guest_script.step_command(b.cases(), i,
-                                                       f"run={r + 1} bench={b.name} sched={s.label}", place))
+                                                       f"run={r + 1} bench={b.name} sched={s.label}", place,
+                                                       memory_model=memory_model))
                  for i, (b, s) in enumerate(steps_plan)]
         state = {"booted": False}
 
@@ -420,7 +449,8 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
             result = session.run_job(steps, timeout, run_dir, stream=watcher)
         else:
             result = run.run_job(m, steps, timeout_s=timeout, run_dir=run_dir, stream=watcher, log=lambda s: None,
-                                 build_scheduler=False, image_extras=image_extras(benches))
+                                 build_scheduler=False, image_extras=image_extras(benches),
+                                 memory_model=memory_model)
         # Whatever the markers said, this run's share of the estimate is now done.
         progress.done_est = est_before + per_run_est
         raw_dir = out / "raw" / f"run{r + 1}"
@@ -437,8 +467,11 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
                "guest_errors": result.guest_errors}
         if result.topology_ok is False:
             rec["error"] = "the guest's topology does not match the machine file:\n" + run.topology_report(result)
+        mm = None
+        if memory_model:
+            mm, rec["memory_model"] = memory_model_run(m, used_dir, raw_dir)
         for i, (b, s) in enumerate(steps_plan):
-            rec["steps"].append(collect_step(result, i, b, s, topo, out, raw_dir))
+            rec["steps"].append(collect_step(result, i, b, s, topo, out, raw_dir, mm))
         results["runs"].append(rec)
         write_results(out, results)
         bad = []
@@ -457,6 +490,24 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
                         "are noisier" if busy is not None and busy >= HOST_BUSY_WARN_PCT else "")
                      + ("" if not bad else "; problems:\n  " + "\n  ".join(bad)))
     return results
+
+
+def memory_model_run(m: machines.Machine, run_dir: Path, raw_dir: Path) -> tuple[tuple | None, dict]:
+    """Read one boot's memory model log; check its layout against the guest's. Returns ((machine, log) or None
+    when the counts cannot be used, the run's memory_model record)."""
+    src = run_dir / memmodel.LOG_NAME
+    if not src.exists():
+        return None, {"error": f"the plugin wrote no log ({src})"}
+    shutil.copyfile(src, raw_dir / memmodel.LOG_NAME)
+    text = src.read_text(errors="replace")
+    log = memmodel.parse_log(text)
+    console = (run_dir / "console.log").read_text(errors="replace") if (run_dir / "console.log").exists() else ""
+    problems = ([f"the plugin refused to start: {log.error}"] if log.error else []) + \
+        memmodel.layout_problems(log, console)
+    last = log.snapshots[-1] if log.snapshots else None
+    rec = {"snapshots": len(log.snapshots), "layout_ok": not problems, "error": "; ".join(problems) or None,
+           "whole_boot": memmodel.summarize(m, last.counters) if last else None}
+    return (None if problems else (m, log)), rec
 
 
 def build_ids(specs: list[run.SchedSpec]) -> dict[str, str]:
@@ -586,6 +637,8 @@ def main(args) -> int:
         raise benchfile.BenchError("no benchmark given (--bench NAME[,NAME...]); `bin/lab bench --list` lists them")
     if not 1 <= args.runs <= 100:
         raise benchfile.BenchError(f"--runs {args.runs} is out of range 1..100")
+    if args.host and getattr(args, "memory_model", False):
+        raise run.UsageError("--memory-model needs the lab's guests (a QEMU plugin); it does not go with --host")
     if args.host and args.machine:
         raise run.UsageError("--machine does not go with --host: --host runs on this machine and reads its "
                              "topology from /sys")
@@ -633,7 +686,7 @@ def main(args) -> int:
           f"{total_cases} case(s), {args.runs} run(s); output in {out}", flush=True)
     if session is None:
         results = run_bench(m, specs, benches, args.runs, out, build=not args.no_build, command_line=cmdline,
-                            resume=resume)
+                            resume=resume, memory_model=getattr(args, "memory_model", False))
     else:
         with session:
             results = run_bench(m, specs, benches, args.runs, out, command_line=cmdline, session=session,

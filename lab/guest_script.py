@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from . import benchfile, run
+from . import benchfile, memmodel, run
 
 # Sampler periods (ms): last CPU of every task, se.nr_migrations, /proc/stat; and the most of one CPU (percent)
 # the task scans may take (the scan period stretches beyond SAMPLE_MS to stay within it).
@@ -27,25 +27,32 @@ def case_tag(step: int, case: int) -> str:
     return f"s{step}c{case}"
 
 
-def step_command(cases: list[benchfile.Case], step: int, header: str, place: run.JobPlace = run.GUEST) -> str:
+def step_command(cases: list[benchfile.Case], step: int, header: str, place: run.JobPlace = run.GUEST,
+                 memory_model: bool = False) -> str:
     """The shell command of one step: every case under locsample, its files sent to the host. place says where
-    lib.sh and the scratch folder are (the guest's, or the host's for bench --host)."""
+    lib.sh and the scratch folder are (the guest's, or the host's for bench --host). memory_model: the boot
+    runs the memory model plugin; each case is cut out of its counts by memmark (lab/memmodel.py), and step 0
+    prints the guest's memory blocks per node for the layout check."""
     begin = shlex.quote(f"lab-bench: step-begin {step} {header}")
     work = shlex.quote(f"{place.tmp}/lb")
     lines = [f". {shlex.quote(place.lib)}", f"mkdir -p {work}", f"echo {begin}"]
+    if memory_model and step == 0:
+        lines.append(memmodel.guest_layout_command())
     for j, c in enumerate(cases):
         tag = case_tag(step, j)
         base = f"{work}/{tag}"
         limit = int(max(1, c.timeout_s))
-        kinds = ["out", "tasks", "cpu", "bpf", "irq"] + (["ticks"] if c.ticks else [])
+        kinds = ["out", "tasks", "cpu", "bpf", "irq"] + (["ticks"] if c.ticks else []) + (["mm"] if memory_model else [])
         lines += [
             f"echo 'lab-bench: case-begin {step} {j}'",
             f"{{ echo begin; bpfcost -e; }} > {base}.bpf 2>&1",
             f"{{ echo begin; cat /proc/interrupts; }} > {base}.irq 2>&1",
+        ] + (memmodel.case_begin_lines(base) if memory_model else []) + [
             f"locsample -i {SAMPLE_MS} -m {SCHED_MS} -s {CPUSTAT_MS} -b {SAMPLER_BUDGET_PCT} -t {limit}"
             f"{' -k' if c.ticks else ''} -o {base} -- "
             f"/bin/sh -c {shlex.quote(c.command)} > {base}.out 2>&1",
             f"echo \"lab-bench-rc: $?\" >> {base}.out",
+        ] + (memmodel.case_end_lines() if memory_model else []) + [
             f"{{ echo end; cat /proc/interrupts; }} >> {base}.irq 2>&1",
             f"{{ echo end; bpfcost; }} >> {base}.bpf 2>&1",
             f"cat {base}.out",

@@ -7,6 +7,9 @@ SLIT distances and LLCs. From it we derive the QEMU command line and the topolog
 
 QEMU gives every socket exactly one L3 (shared/LAB-NOTES.md), so a machine whose LLCs are not its sockets
 must say why in `llc_override_why`; the lab then hands the scheduler an override file with the real LLCs.
+
+The optional `[memory]` table feeds the lab's memory model (lab/memmodel.py, `bin/lab bench --memory-model`):
+each LLC's size, scaled like the CPU counts, and the modeled CPU's latencies, with their published source.
 """
 from __future__ import annotations
 
@@ -117,6 +120,47 @@ def _groups(groups) -> tuple[tuple[int, ...], ...]:
     return tuple(sorted(tuple(sorted(g)) for g in groups))
 
 
+@dataclass(frozen=True)
+class MemoryModel:
+    """The `[memory]` table: one LLC's size and associativity (every LLC of the machine alike), and the latency
+    of an LLC hit, a miss to local DRAM and a miss to the farthest node's DRAM (nearer nodes are interpolated by
+    SLIT distance), from `source`."""
+    llc_kb: int
+    llc_ways: int
+    llc_hit_ns: float
+    dram_local_ns: float
+    dram_remote_ns: float
+    source: str
+
+    def miss_ns(self, distance: int, farthest: int) -> float:
+        """A miss to memory at SLIT distance (10 is local): linear in distance up to the farthest node."""
+        if distance <= 10 or farthest <= 10:
+            return self.dram_local_ns
+        return self.dram_local_ns + (self.dram_remote_ns - self.dram_local_ns) * (distance - 10) / (farthest - 10)
+
+
+_MEMORY_FIELDS = {"llc_kb": int, "llc_ways": int, "llc_hit_ns": (int, float), "dram_local_ns": (int, float),
+                  "dram_remote_ns": (int, float), "source": str}
+
+
+def _memory_model(path: Path, d) -> MemoryModel:
+    if not isinstance(d, dict):
+        _fail(path, "memory", "must be a table ([memory])")
+    for k, typ in _MEMORY_FIELDS.items():
+        if k not in d:
+            _fail(path, f"memory.{k}", "missing")
+        if not isinstance(d[k], typ) or isinstance(d[k], bool):
+            _fail(path, f"memory.{k}", f"has the wrong type ({type(d[k]).__name__})")
+    unknown = sorted(set(d) - set(_MEMORY_FIELDS))
+    if unknown:
+        _fail(path, f"memory.{unknown[0]}", f"unknown field (known: {', '.join(_MEMORY_FIELDS)})")
+    if not 1 <= d["llc_ways"] <= 64 or not 16 <= d["llc_kb"] <= 1 << 20:
+        _fail(path, "memory", "llc_ways must be 1..64 and llc_kb 16..1048576")
+    if not 0 < d["llc_hit_ns"] < d["dram_local_ns"] <= d["dram_remote_ns"]:
+        _fail(path, "memory", "latencies must grow: 0 < llc_hit_ns < dram_local_ns <= dram_remote_ns")
+    return MemoryModel(**{k: d[k] for k in _MEMORY_FIELDS})
+
+
 @dataclass
 class Machine:
     name: str
@@ -133,6 +177,7 @@ class Machine:
     llc_override_why: str | None = None
     boot_timeout_s: int = 240
     extra: dict = field(default_factory=dict)
+    memory: MemoryModel | None = None
 
     @property
     def nr_cpus(self) -> int:
@@ -199,7 +244,7 @@ _REQUIRED = {
     "name": str, "models": str, "origin": str, "sockets": int, "cores_per_socket": int,
     "threads_per_core": int, "memory_mb_per_node": int, "nodes": list, "distances": list, "llcs": list,
 }
-_OPTIONAL = {"llc_override_why": str, "boot_timeout_s": int}
+_OPTIONAL = {"llc_override_why": str, "boot_timeout_s": int, "memory": dict}
 
 # What the lab can boot: QEMU's default machine (pc, i440fx) takes at most 255 vCPUs.
 MAX_CPUS = 255
@@ -308,7 +353,8 @@ def load_file(path: Path) -> Machine:
     m = Machine(name=data["name"], path=path, models=data["models"], origin=data["origin"],
                 sockets=data["sockets"], cores_per_socket=data["cores_per_socket"], threads_per_core=t,
                 memory_mb_per_node=data["memory_mb_per_node"], nodes=nodes, distances=dist, llcs=llcs,
-                llc_override_why=data.get("llc_override_why"), boot_timeout_s=data.get("boot_timeout_s", 240))
+                llc_override_why=data.get("llc_override_why"), boot_timeout_s=data.get("boot_timeout_s", 240),
+                memory=_memory_model(path, data["memory"]) if "memory" in data else None)
     # QEMU's L3 is per socket, so a socket split across nodes would give the guest an L3 spanning nodes.
     for sock in m.socket_cpus():
         if not any(set(sock) <= set(nd) for nd in nodes):

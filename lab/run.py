@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from . import image, machines, paths, setup
+from . import image, machines, memmodel, paths, setup
 
 # Exit codes of `bin/lab run` (also in the README).
 EXIT_OK = 0
@@ -548,12 +548,15 @@ def _has_user(name: str) -> bool:
         return False
 
 
-def qemu_command(m: machines.Machine, vmlinuz: Path, initrd: Path, ctl_log: Path) -> list[str]:
+def qemu_command(m: machines.Machine, vmlinuz: Path, initrd: Path, ctl_log: Path,
+                 memory_model_log: Path | None = None) -> list[str]:
+    """memory_model_log: load the memory model plugin (lab/memmodel.py), its counts going to that file."""
     return [QEMU, "-accel", "tcg,thread=multi", "-cpu", "max",
             *m.qemu_topology_args(),
             "-kernel", str(vmlinuz), "-initrd", str(initrd), "-append", kernel_args(),
             "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
             *qemu_confinement(),
+            *(memmodel.qemu_args(m, memory_model_log) if memory_model_log else []),
             "-serial", "stdio", "-serial", f"file:{ctl_log}"]
 
 
@@ -613,7 +616,7 @@ def tcg_text_patch_oops(run_dir: Path) -> bool:
 
 def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None = None,
             stream=sys.stdout, log=None, build_scheduler: bool = True, on_step_end=None,
-            deadline: float | None = None, image_extras=()) -> RunResult:
+            deadline: float | None = None, image_extras=(), memory_model: bool = False) -> RunResult:
     """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run.
     A guest that crashes or hangs while booting, before the job began, or that oopses on the emulator's
     text-patching int3 at any time (tcg_text_patch_oops), is booted again, at most EMULATOR_RETRIES times (in
@@ -621,11 +624,13 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
     on_step_end(step index, exit code), if given, is called as each step's command ends in the guest.
     deadline (a time.monotonic() value), if given, bounds the whole call: the guest is killed then.
     image_extras: image.EXTRAS the guest gets on top of the base image (a benchmark's image_extras).
+    memory_model: load the memory model plugin (built beforehand: memmodel.build); its log is
+    RUN_DIR/memmodel.log.
     On an exception or a signal every QEMU started here is killed before it propagates."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     machines.check_host(m)
     result = _run_job_once(m, steps, timeout_s, run_dir, stream, log, build_scheduler, on_step_end, deadline,
-                           image_extras)
+                           image_extras, memory_model)
     first = Path(result.run_dir)
     for n in range(1, EMULATOR_RETRIES + 1):
         last = Path(result.run_dir)
@@ -643,7 +648,7 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
         retry_dir.mkdir(parents=True, exist_ok=True)
         log(f"{why}; new boot {n} of at most {EMULATOR_RETRIES}")
         result = _run_job_once(m, steps, timeout_s, retry_dir, stream, log, False, on_step_end, deadline,
-                               image_extras)
+                               image_extras, memory_model)
     return result
 
 
@@ -771,7 +776,7 @@ def host_other_pct(host_busy_s: float, own_s: float, wall_s: float, host_cpus: i
 
 def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None,
                   stream, log, build_scheduler: bool, on_step_end=None, deadline: float | None = None,
-                  image_extras=()) -> RunResult:
+                  image_extras=(), memory_model: bool = False) -> RunResult:
     rel, vmlinuz, _ = setup.kernel_files()
     needs_locality = any(s.sched.name == "scx_locality" for s in steps)
     if needs_locality and build_scheduler:
@@ -805,7 +810,7 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
                 with open(part, "rb") as fh:
                     while chunk := fh.read(1 << 20):
                         out.write(chunk)
-        cmd = qemu_command(m, vmlinuz, initrd, ctl)
+        cmd = qemu_command(m, vmlinuz, initrd, ctl, run_dir / memmodel.LOG_NAME if memory_model else None)
         (run_dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
         log(f"lab: booting {m.name} ({m.nr_cpus} vCPUs, kernel {rel}); run folder {run_dir}")
         host0, own0 = host_cpu_seconds(), own_cpu_seconds()

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import paths
+from . import memmodel, paths
 
 SOURCES = """\
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main
@@ -171,11 +171,18 @@ def setup_netperf() -> None:
     _download_and_extract(["netperf"], netperf_dir())
 
 
+def setup_memory_model() -> None:
+    """The memory model's QEMU plugin, built for the installed QEMU's plugin API (lab/memmodel.py)."""
+    log(f"memory model plugin: building for QEMU {'.'.join(map(str, memmodel.qemu_version()))} (cargo)")
+    log(f"memory model plugin: {memmodel.build(log)}")
+
+
 def main(refresh: bool = False) -> int:
     try:
         setup_kernel(refresh)
         setup_netperf()
-    except (RuntimeError, subprocess.CalledProcessError) as e:
+        setup_memory_model()
+    except (RuntimeError, subprocess.CalledProcessError, memmodel.MemoryModelError) as e:
         log(f"error: {e}")
         return 3
     log("done")

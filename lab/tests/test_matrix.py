@@ -26,7 +26,8 @@ class FakeLab:
         self.used: dict[str, int] = {}
         self.extras: list[list[str]] = []  # each boot's image_extras
 
-    def run_job(self, m, steps, timeout_s, run_dir, stream=None, log=None, build_scheduler=False, image_extras=()):
+    def run_job(self, m, steps, timeout_s, run_dir, stream=None, log=None, build_scheduler=False, image_extras=(),
+                memory_model=False):
         self.calls.append([s.sched.label for s in steps])
         self.extras.append(list(image_extras))
         if self.fail_on_call is not None and len(self.calls) == self.fail_on_call:

@@ -25,7 +25,7 @@ def machine(tmp_path, text, name="m"):
     ("boot_timout_s = 300", "boot_timout_s", "unknown field (known: "),
 ])
 def test_machine_fields(tmp_path, extra, field, says):
-    p = machine(tmp_path, NUMA2 + extra + "\n")
+    p = machine(tmp_path, NUMA2.replace("\n[memory]", f"\n{extra}\n\n[memory]", 1))  # a top-level field
     with pytest.raises(machines.MachineError) as e:
         machines.load_file(p)
     assert str(e.value).startswith(f"{p}: field '{field}': ") and says in str(e.value)
@@ -50,7 +50,7 @@ def test_machine_memory_beyond_the_host(tmp_path, monkeypatch):
 
 
 def test_bin_lab_names_the_machine_field(tmp_path):
-    p = machine(tmp_path, NUMA2 + "boot_timeout_s = -5\n")
+    p = machine(tmp_path, NUMA2.replace("\n[memory]", "\nboot_timeout_s = -5\n\n[memory]", 1))
     r = subprocess.run([LAB, "run", "--machine", str(p), "--", "true"], capture_output=True, text=True)
     assert r.returncode == 7
     assert r.stderr.strip() == (f"lab: error: malformed machine file: {p}: field 'boot_timeout_s': -5 is out of "
