@@ -189,3 +189,47 @@ def scheduler_heatmap(rows: list[dict], labels: list[str], title: str, path: Pat
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def memory_heatmap(results: dict, out: Path, bench: str) -> Path | None:
+    """The memory model's time series (bench --memory-model), first run: one panel per (scheduler, case), rows the
+    nodes of the accessing vCPUs, columns the ticks; colour = % of those vCPUs' accesses to another node's
+    memory."""
+    panels = []
+    for s in [x["label"] for x in results["scheds"]]:
+        for r in results.get("runs", []):
+            st = next((st for st in r["steps"] if st["bench"] == bench and st["sched"] == s), None)
+            if st and any((c.get("memory") or {}).get("series") for c in st["cases"]):
+                panels += [(s, r["run"], c["label"], c["memory"]["series"]) for c in st["cases"]
+                           if (c.get("memory") or {}).get("series")]
+                break
+    if not panels:
+        return None
+    cases = sorted({p[2] for p in panels}, key=[p[2] for p in panels].index)
+    scheds = sorted({p[0] for p in panels}, key=[p[0] for p in panels].index)
+    nodes = len(panels[0][3][0]["nodes"])
+    fig, axes = plt.subplots(len(scheds), len(cases), squeeze=False, layout="constrained",
+                             figsize=(max(6.0, 3.2 * len(cases)), 0.8 + (0.5 + 0.3 * nodes) * len(scheds)))
+    for ax in axes.flat:
+        ax.set_visible(False)
+    im = None
+    for s, run_no, label, series in panels:
+        ax = axes[scheds.index(s), cases.index(label)]
+        ax.set_visible(True)
+        mat = np.array([[np.nan if row["nodes"][n][0] is None else 100.0 - row["nodes"][n][0]
+                         for row in series] for n in range(nodes)])
+        im = ax.imshow(mat, aspect="auto", cmap="Reds", vmin=0, vmax=100, interpolation="nearest",
+                       extent=(0, series[-1]["t"], nodes - 0.5, -0.5))
+        ax.set_yticks(range(nodes))
+        ax.set_yticklabels([f"node {n}" for n in range(nodes)], fontsize=7)
+        ax.set_xlabel("s", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.set_title(f"{s}, {label} (run {run_no})", fontsize=8)
+    fig.suptitle(f"{bench}: % of accesses to another node's memory, by the node of the accessing CPU "
+                 "(memory model)", fontsize=9)
+    if im is not None:
+        fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, pad=0.02, label="% remote")
+    path = out / f"memory-remote-{bench}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -660,6 +660,38 @@ METHOD = [
 ]
 
 
+def memory_section(results: dict, bench: str, labels: list[str]) -> list[str]:
+    """What the memory model adds beyond its four figures (whose tables, with their tests, are above): per case
+    and scheduler the share of accesses by SLIT distance, the share in user mode, and wall time beside the
+    modeled memory time (means over runs)."""
+    mm = results["memory_model"]
+    rows = []
+    for cid, clabel in case_list(results, bench):
+        for s in labels:
+            recs = [c["memory"] for r in results.get("runs", []) for st in r["steps"]
+                    if st["bench"] == bench and st["sched"] == s for c in st["cases"]
+                    if c["case"] == cid and c["status"] == "ok" and c.get("memory")]
+            if not recs:
+                continue
+            dists = sorted({d for rec in recs for d in rec["by_distance_pct"]}, key=int)
+            by_d = ", ".join(f"{d}: {_mean([rec['by_distance_pct'].get(d, 0.0) for rec in recs]):.2f}%"
+                             for d in dists)
+            user = _mean([100.0 * rec["user_accesses"] / rec["accesses"] for rec in recs if rec["accesses"]])
+            rows.append(f"| {clabel} | `{s}` | {len(recs)} | {by_d} | {_n(user)}% | "
+                        f"{_n(_mean([rec['seconds'] for rec in recs]), 2)} | "
+                        f"{_n(_mean([rec.get('mem_s') for rec in recs]), 3)} |")
+    if not rows:
+        return []
+    return [f"### {bench}: the memory model", "",
+            f"Every guest data access of the case, kernel and user, counted by the distance from the accessing CPU's "
+            f"node to the memory's node, and through the modeled LLC ({mm['llc_kb']} KB, {mm['llc_ways']}-way, one "
+            f"per LLC of the machine). Latencies: LLC hit {mm['llc_hit_ns']} ns, local DRAM {mm['dram_local_ns']} ns, "
+            f"farthest node {mm['dram_remote_ns']} ns ({mm['source']}). mem-s is the modeled memory time of all CPUs "
+            "together, to read beside the case's wall time; it is not added to it.", "",
+            "| case | scheduler | runs | accesses by distance | user mode | wall s | mem-s (CPU s) |",
+            "|---|---|---:|---|---:|---:|---:|"] + rows + [""]
+
+
 def rq_interval(results: dict) -> dict:
     """The sampler's rq interval: as asked (locsample -q) and its mean over every case measured."""
     asked, span, n = set(), 0, 0
@@ -749,6 +781,12 @@ def write_report(out: Path) -> Path:
         if p:
             pngs.append(p)
             lines += [f"![per-CPU utilisation]({p.name})", ""]
+        if results.get("memory_model"):
+            lines += memory_section(results, bname, labels)
+            p = plots.memory_heatmap(results, out, bname)
+            if p:
+                pngs.append(p)
+                lines += [f"![remote accesses over time]({p.name})", ""]
     fst = final_stats_table(results, labels)
     if fst:
         lines += ["## scx_locality's own counters", "",

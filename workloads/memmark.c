@@ -32,10 +32,12 @@ int main(int argc, char **argv)
 		return usage();
 	if (!strcmp(argv[1], "begin")) {
 		memmark_begin();
+		memmark_settle();
 		return 0;
 	}
 	if (!strcmp(argv[1], "end")) {
 		memmark_end();
+		memmark_settle();
 		return 0;
 	}
 	if (strcmp(argv[1], "tick"))

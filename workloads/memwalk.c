@@ -2,7 +2,7 @@
 /*
  * memwalk: touches one word of every 64-byte line of a buffer, over and over; the memory model's yardstick.
  *
- *   memwalk -k KB [-s SECONDS] [-c CPU[,CPU...]] [-w] [-S] [-M]
+ *   memwalk -k KB [-s SECONDS] [-c CPU[,CPU...]] [-w] [-S [-T]] [-M]
  *
  * One thread per CPU of -c (pinned there; default: one thread, not pinned) walks a KB-kilobyte buffer in address
  * order for SECONDS (default 3), reading each line's first word, or with -w storing to it (one access per line either way). Each thread has its own
@@ -11,6 +11,8 @@
  * modeled LLC hits after its first pass, and one larger than the LLC misses on every access (LRU, in order).
  * The buffer is filled with ones, not zeros: a zeroed malloc may become calloc, whose untouched pages all map
  * the kernel's shared zero page, so every read would go to one page on one node.
+ * -T (with -S) makes the threads take turns: one whole pass each, in thread order, so that every pass finds the
+ * buffer last written by another thread whether or not their CPUs run at the same time.
  * -M asks the memory model for a begin snapshot once every buffer is filled and an end one when the walks are
  * over (memmark.h), so that its counts hold the walk alone: filling the buffer (rep stos) counts one access
  * per byte.
@@ -38,9 +40,35 @@ static pthread_barrier_t filled;
 
 struct worker {
 	pthread_t tid;
+	int id;
 	int cpu;
 	unsigned long passes;
 };
+
+/* -T: whose pass it is, and whether time is up; under one mutex. */
+static int turns, nr_threads, turn, done;
+static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_cond = PTHREAD_COND_INITIALIZER;
+
+/* Wait for this thread's turn; false once time is up. */
+static int take_turn(int id)
+{
+	pthread_mutex_lock(&turn_lock);
+	while (turn != id && !done)
+		pthread_cond_wait(&turn_cond, &turn_lock);
+	int go = !done;
+	pthread_mutex_unlock(&turn_lock);
+	return go;
+}
+
+static void pass_turn(int id, int last)
+{
+	pthread_mutex_lock(&turn_lock);
+	turn = (id + 1) % nr_threads;
+	done |= last;
+	pthread_cond_broadcast(&turn_cond);
+	pthread_mutex_unlock(&turn_lock);
+}
 
 static double now(void)
 {
@@ -76,7 +104,7 @@ static void *walk(void *arg)
 	const int store = writes;
 	double end = now() + seconds;
 	unsigned long sum = 0, passes = 0;
-	while (now() < end) {
+	while (turns ? take_turn(w->id) : now() < end) {
 		if (store)
 			for (size_t off = 0; off < len; off += LINE)
 				*(volatile unsigned long *)(buf + off) = passes;
@@ -84,6 +112,8 @@ static void *walk(void *arg)
 			for (size_t off = 0; off < len; off += LINE)
 				sum += *(volatile unsigned long *)(buf + off);
 		passes++;
+		if (turns)
+			pass_turn(w->id, now() >= end);
 	}
 	w->passes = passes;
 	if (sum == 1)
@@ -93,7 +123,7 @@ static void *walk(void *arg)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: memwalk -k KB [-s SECONDS] [-c CPU[,CPU...]] [-w] [-S] [-M]\n");
+	fprintf(stderr, "usage: memwalk -k KB [-s SECONDS] [-c CPU[,CPU...]] [-w] [-S [-T]] [-M]\n");
 	return 2;
 }
 
@@ -102,7 +132,7 @@ int main(int argc, char **argv)
 	struct worker w[MAX_THREADS];
 	int nr = 0, share = 0, marks = 0, opt;
 	char *cpus = NULL;
-	while ((opt = getopt(argc, argv, "k:s:c:wSM")) != -1) {
+	while ((opt = getopt(argc, argv, "k:s:c:wSTM")) != -1) {
 		switch (opt) {
 		case 'k': bytes = strtoul(optarg, NULL, 10) * 1024; break;
 		case 's': seconds = atof(optarg); break;
@@ -110,17 +140,19 @@ int main(int argc, char **argv)
 		case 'w': writes = 1; break;
 		case 'S': share = 1; break;
 		case 'M': marks = 1; break;
+		case 'T': turns = 1; break;
 		default: return usage();
 		}
 	}
-	if (bytes < LINE || seconds <= 0)
+	if (bytes < LINE || seconds <= 0 || (turns && !share))
 		return usage();
 	if (cpus) {
 		for (char *tok = strtok(cpus, ","); tok && nr < MAX_THREADS; tok = strtok(NULL, ","))
-			w[nr++] = (struct worker){ .cpu = atoi(tok) };
+			w[nr] = (struct worker){ .id = nr, .cpu = atoi(tok) }, nr++;
 	} else {
-		w[nr++] = (struct worker){ .cpu = -1 };
+		w[nr++] = (struct worker){ .id = 0, .cpu = -1 };
 	}
+	nr_threads = nr;
 	if (share) {
 		char *b = malloc(bytes);
 		if (!b) {
@@ -144,8 +176,10 @@ int main(int argc, char **argv)
 		pthread_join(w[i].tid, NULL);
 		passes += w[i].passes;
 	}
-	if (marks)
+	if (marks) {
 		memmark_end();
+		memmark_settle();
+	}
 	printf("memwalk_passes: %lu\n", passes);
 	return 0;
 }

@@ -10,9 +10,9 @@ What each case must show, and why (stated before the first run; the figures seen
   stack and libc's data, bound too.
 - a buffer of 1/4 of the modeled LLC (numa2: 5.5 MB): >= 90% LLC hits (only the first pass misses); four times
   the LLC: <= 10% (LRU walked in order evicts every line before it comes round again).
-- two threads storing to one 256 KB buffer: in one LLC (CPUs 0 and 1) >= 90% hits; across the two LLCs (CPUs 0
-  and 4) <= 50% on each CPU, since each store invalidates the other LLC's copy (how many land between two visits
-  of the other thread depends on how much of the time the two vCPUs run at once).
+- two threads storing to one 256 KB buffer, taking turns (a whole pass each, so that every pass finds the lines
+  last written by the other thread, whether or not the two vCPUs run at once): in one LLC (CPUs 0 and 1) >= 90%
+  hits; across the two LLCs (CPUs 0 and 4) <= 50% on each CPU, since each store invalidates the other LLC's copy.
 And the plugin's node layout must match the guest's own memory blocks per node.
 """
 from pathlib import Path
@@ -28,8 +28,8 @@ CASES = [
     ("local", "numactl --membind=0 memwalk -M -k 4096 -s 2 -c 0"),
     ("fits", "memwalk -M -k 1408 -s 2 -c 0"),
     ("spills", "memwalk -M -k 22528 -s 2 -c 0"),
-    ("share_one_llc", "memwalk -M -k 256 -s 2 -c 0,1 -w -S"),
-    ("share_two_llcs", "memwalk -M -k 256 -s 2 -c 0,4 -w -S"),
+    ("share_one_llc", "memwalk -M -k 256 -s 2 -c 0,1 -w -S -T"),
+    ("share_two_llcs", "memwalk -M -k 256 -s 2 -c 0,4 -w -S -T"),
 ]
 
 

@@ -18,26 +18,26 @@
 //!   address; accesses to I/O and accesses without a physical address are counted apart. Hits are accesses
 //!   less misses. One thread runs a vCPU, so each counter has one writer.
 //! - Marks: the guest runs a 7-byte NOP (`nopl 0x4d4c00TT(%rax)`, TT the tag) where it wants the counters
-//!   snapshotted (workloads/memmark.c): begin and end of a benchmark case, and ticks in between.
+//!   snapshotted (workloads/memmark.h): begin and end of a benchmark case, and ticks in between. Accesses are
+//!   counted only from a begin to its end (plugin.rs): outside them the guest runs at TCG's usual speed.
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
 
 pub const LINE: u64 = 64;
 pub const FOUR_GIB: u64 = 1 << 32;
 /// x86-64 user addresses are below the canonical hole.
 pub const USER_TOP: u64 = 0x0000_8000_0000_0000;
-/// Locks per LLC: the sets are spread over them, so vCPUs of one LLC rarely wait on each other.
-const STRIPES: u64 = 64;
 
 /// The marker instruction: `nopl 0x4d4c00TT(%rax)`, 0f 1f 80 TT 00 4c 4d.
 pub const MARK_LEN: usize = 7;
 pub const MARK_BEGIN: u8 = 1;
 pub const MARK_END: u8 = 2;
 pub const MARK_TICK: u8 = 3;
+/// No snapshot: only turns counting on or off to match the last begin or end (see plugin.rs).
+pub const MARK_SYNC: u8 = 4;
 
 pub fn mark_tag(bytes: &[u8]) -> Option<u8> {
     match bytes {
-        [0x0f, 0x1f, 0x80, t @ (MARK_BEGIN | MARK_END | MARK_TICK), 0x00, 0x4c, 0x4d] => Some(*t),
+        [0x0f, 0x1f, 0x80, t @ (MARK_BEGIN | MARK_END | MARK_TICK | MARK_SYNC), 0x00, 0x4c, 0x4d] => Some(*t),
         _ => None,
     }
 }
@@ -46,6 +46,7 @@ pub fn mark_name(tag: u8) -> &'static str {
     match tag {
         MARK_BEGIN => "begin",
         MARK_END => "end",
+        MARK_SYNC => "sync",
         _ => "tick",
     }
 }
@@ -102,58 +103,62 @@ impl Layout {
 }
 
 /// One shared LLC: set-associative, LRU, physically indexed (line number modulo the set count).
+///
+/// The vCPUs of one LLC update it without a lock: each way is an atomic word, a set is read, reordered and
+/// written back. Two vCPUs in the same set at the same instant may then lose or duplicate one line's place,
+/// an error of the order of the share of such collisions, bought for a large cut in the cost per access.
 pub struct Cache {
     sets: u64,
     ways: usize,
-    stripes: Vec<Mutex<Vec<u64>>>,
+    tags: Vec<AtomicU64>,
 }
+
+/// The most ways a set may have (machine files allow up to 64).
+const MAX_WAYS: usize = 64;
 
 impl Cache {
     pub fn new(bytes: u64, ways: usize) -> Cache {
-        let ways = ways.max(1);
+        let ways = ways.clamp(1, MAX_WAYS);
         let sets = (bytes / LINE / ways as u64).max(1);
-        let nr = STRIPES.min(sets);
-        let per = sets.div_ceil(nr) as usize * ways;
-        Cache { sets, ways, stripes: (0..nr).map(|_| Mutex::new(vec![0; per])).collect() }
+        Cache { sets, ways, tags: (0..sets as usize * ways).map(|_| AtomicU64::new(0)).collect() }
     }
 
     pub fn bytes(&self) -> u64 {
         self.sets * self.ways as u64 * LINE
     }
 
-    /// The set of phys under its stripe's lock, and the line's tag (0 marks an empty way).
-    fn with_set<R>(&self, phys: u64, f: impl FnOnce(&mut [u64], u64) -> R) -> R {
+    /// The ways of phys's set, most recent first, and the line's tag (0 marks an empty way).
+    fn set_of(&self, phys: u64) -> (&[AtomicU64], u64) {
         let line = phys / LINE;
-        let set = line % self.sets;
-        let nr = self.stripes.len() as u64;
-        let base = (set / nr) as usize * self.ways;
-        let mut g = self.stripes[(set % nr) as usize].lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut g[base..base + self.ways], line + 1)
+        let base = (line % self.sets) as usize * self.ways;
+        (&self.tags[base..base + self.ways], line + 1)
     }
 
     /// Drop phys's line if this cache holds it (another LLC wrote it).
     pub fn invalidate(&self, phys: u64) {
-        self.with_set(phys, |ways, tag| {
-            if let Some(p) = ways.iter().position(|&t| t == tag) {
-                ways[p..].rotate_left(1);
-                *ways.last_mut().unwrap() = 0;
+        let (set, tag) = self.set_of(phys);
+        if let Some(p) = set.iter().position(|t| t.load(Relaxed) == tag) {
+            for i in p..set.len() - 1 {
+                set[i].store(set[i + 1].load(Relaxed), Relaxed);
             }
-        })
+            set[set.len() - 1].store(0, Relaxed);
+        }
     }
 
     /// Look phys up and make its line the most recent of its set; true on a hit.
     pub fn access(&self, phys: u64) -> bool {
-        self.with_set(phys, |ways, tag| match ways.iter().position(|&t| t == tag) {
-            Some(p) => {
-                ways[..=p].rotate_right(1);
-                true
-            }
-            None => {
-                ways.rotate_right(1);
-                ways[0] = tag;
-                false
-            }
-        })
+        let (set, tag) = self.set_of(phys);
+        if set[0].load(Relaxed) == tag {
+            return true; // already the most recent: nothing moves
+        }
+        let found = set.iter().position(|t| t.load(Relaxed) == tag);
+        // Shift the more recent ways down by one (dropping the LRU way on a miss) and put the line first.
+        let last = found.unwrap_or(set.len() - 1);
+        for i in (1..=last).rev() {
+            set[i].store(set[i - 1].load(Relaxed), Relaxed);
+        }
+        set[0].store(tag, Relaxed);
+        found.is_some()
     }
 }
 
@@ -381,7 +386,8 @@ mod tests {
     fn marks_are_the_seven_byte_nop() {
         assert_eq!(mark_tag(&[0x0f, 0x1f, 0x80, 1, 0, 0x4c, 0x4d]), Some(MARK_BEGIN));
         assert_eq!(mark_tag(&[0x0f, 0x1f, 0x80, 3, 0, 0x4c, 0x4d]), Some(MARK_TICK));
-        assert_eq!(mark_tag(&[0x0f, 0x1f, 0x80, 4, 0, 0x4c, 0x4d]), None);
+        assert_eq!(mark_tag(&[0x0f, 0x1f, 0x80, 4, 0, 0x4c, 0x4d]), Some(MARK_SYNC));
+        assert_eq!(mark_tag(&[0x0f, 0x1f, 0x80, 5, 0, 0x4c, 0x4d]), None);
         assert_eq!(mark_tag(&[0x0f, 0x1f, 0x80, 1, 0, 0x4c]), None);
     }
 

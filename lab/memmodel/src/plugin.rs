@@ -1,18 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! QEMU glue: every instruction of every translated block gets a memory callback (reads and writes) that
-//! feeds the model, and the marker NOP gets an execution callback that writes a snapshot of all counters
-//! with qemu_plugin_outs() (QEMU's `-d plugin -D FILE` sends it to FILE). Instruction fetches are not
-//! memory callbacks in QEMU and are not modeled.
+//! QEMU glue: while counting is on, every instruction of every translated block gets a memory callback
+//! (reads and writes) that feeds the model; the marker NOP always gets an execution callback that writes a
+//! snapshot of all counters with qemu_plugin_outs() (QEMU's `-d plugin -D FILE` sends it to FILE).
+//! Instruction fetches are not memory callbacks in QEMU and are not modeled.
+//!
+//! Counting is on from a begin mark to its end mark. A change flushes QEMU's translations
+//! (qemu_plugin_reset, asynchronous), so that the blocks are translated again with or without the memory
+//! callbacks; while a reset is under way another cannot be asked for, so every mark (and the sync mark,
+//! which memmark sends after begin and end) asks again until the translations match.
 use crate::model::{mark_name, mark_tag, Config, Model, MARK_LEN};
 use qemu_plugin_sys::*;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::model::{MARK_BEGIN, MARK_END, MARK_SYNC};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
 static MODEL: OnceLock<Model> = OnceLock::new();
 static START: OnceLock<Instant> = OnceLock::new();
 static SEQ: AtomicU64 = AtomicU64::new(0);
+static ID: AtomicU64 = AtomicU64::new(0);
+/// Counting wanted (the last mark was a begin); translations made with memory callbacks; a reset under way.
+static WANTED: AtomicBool = AtomicBool::new(false);
+static TRANSLATED_ON: AtomicBool = AtomicBool::new(false);
+static RESETTING: AtomicBool = AtomicBool::new(false);
 
 #[no_mangle]
 pub static qemu_plugin_version: c_int = QEMU_PLUGIN_VERSION as c_int;
@@ -52,21 +63,45 @@ pub unsafe extern "C" fn qemu_plugin_install(
     outs(&model.describe());
     let _ = START.set(Instant::now());
     let _ = MODEL.set(model);
-    qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_translate));
-    qemu_plugin_register_atexit_cb(id, Some(on_exit), std::ptr::null_mut());
+    ID.store(id, Ordering::SeqCst);
+    register(id);
     0
 }
 
+unsafe fn register(id: qemu_plugin_id_t) {
+    TRANSLATED_ON.store(WANTED.load(Ordering::SeqCst), Ordering::SeqCst);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_translate));
+    qemu_plugin_register_atexit_cb(id, Some(on_exit), std::ptr::null_mut());
+}
+
+/// Called with every vCPU stopped, once QEMU has dropped our callbacks and flushed its translations.
+unsafe extern "C" fn on_reset(id: qemu_plugin_id_t) {
+    register(id);
+    RESETTING.store(false, Ordering::SeqCst);
+}
+
+/// Ask for new translations if counting is to change and no reset is under way.
+fn sync() {
+    if WANTED.load(Ordering::SeqCst) != TRANSLATED_ON.load(Ordering::SeqCst)
+        && !RESETTING.swap(true, Ordering::SeqCst)
+    {
+        unsafe { qemu_plugin_reset(ID.load(Ordering::SeqCst), Some(on_reset)) };
+    }
+}
+
 unsafe extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
+    let counting = TRANSLATED_ON.load(Ordering::Relaxed);
     for i in 0..qemu_plugin_tb_n_insns(tb) {
         let insn = qemu_plugin_tb_get_insn(tb, i);
-        qemu_plugin_register_vcpu_mem_cb(
-            insn,
-            Some(on_access),
-            qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
-            qemu_plugin_mem_rw::QEMU_PLUGIN_MEM_RW,
-            std::ptr::null_mut(),
-        );
+        if counting {
+            qemu_plugin_register_vcpu_mem_cb(
+                insn,
+                Some(on_access),
+                qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
+                qemu_plugin_mem_rw::QEMU_PLUGIN_MEM_RW,
+                std::ptr::null_mut(),
+            );
+        }
         if qemu_plugin_insn_size(insn) == MARK_LEN {
             let mut b = [0u8; MARK_LEN];
             qemu_plugin_insn_data(insn, b.as_mut_ptr() as *mut c_void, MARK_LEN);
@@ -103,7 +138,16 @@ fn snapshot(what: &str, vcpu: u32) {
 }
 
 unsafe extern "C" fn on_mark(vcpu: c_uint, tag: *mut c_void) {
-    snapshot(mark_name(tag as usize as u8), vcpu);
+    let tag = tag as usize as u8;
+    match tag {
+        MARK_BEGIN => WANTED.store(true, Ordering::SeqCst),
+        MARK_END => WANTED.store(false, Ordering::SeqCst),
+        _ => {}
+    }
+    if tag != MARK_SYNC {
+        snapshot(mark_name(tag), vcpu);
+    }
+    sync();
 }
 
 unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _: *mut c_void) {
