@@ -23,7 +23,7 @@
  * compiles separately and links into one object (shared state:
  * locality.bpf.h):
  *
- *   place.bpf.c  the order of the rules that place a waking task
+ *   place.bpf.c  the order of the rules that place a waking or new task
  *   push.bpf.c   idle-CPU search at wake-up
  *   idle.bpf.c   the idle questions (built-in masks or sparse flags)
  *   pull.bpf.c   dispatch-time stealing, and waking an idle stealer
@@ -34,6 +34,10 @@
  *                aggregation pulls and migration gates
  *   heartbeat.bpf.c  the periodic timer: load samples, the balance pass,
  *                rescue kicks
+ *   memory.bpf.c  user page faults per process, 2 MB chunk, thread and
+ *                node, the memory agent's evidence (not an ops callback)
+ *   decide.bpf.c  the decision record for explain: moves and refusals,
+ *                rate-limited, into a ring buffer
  *
  * Queues. Two vtime-ordered user DSQs per CPU: id == CPU number for tasks
  * that may run elsewhere, PINNED_DSQ_BASE + CPU for tasks allowed on that
