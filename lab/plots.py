@@ -108,6 +108,33 @@ def cpu_heatmap(results: dict, out: Path, bench: str) -> Path | None:
     return path
 
 
+def _panel_grid(panels: list[tuple], size):
+    """A grid of panels, schedulers down and cases across (both in first-seen order), all hidden until used.
+    panels: (scheduler, run, case label, data); size(nr_cases, nr_scheds) -> figsize. Returns the figure, its
+    axes and panel_ax(scheduler, case label), which shows and returns that panel's axes."""
+    cases = sorted({p[2] for p in panels}, key=[p[2] for p in panels].index)
+    scheds = sorted({p[0] for p in panels}, key=[p[0] for p in panels].index)
+    fig, axes = plt.subplots(len(scheds), len(cases), squeeze=False, figsize=size(len(cases), len(scheds)),
+                             layout="constrained")
+    for ax in axes.flat:
+        ax.set_visible(False)
+
+    def panel_ax(sched: str, label: str):
+        ax = axes[scheds.index(sched), cases.index(label)]
+        ax.set_visible(True)
+        return ax
+    return fig, axes, panel_ax
+
+
+def _save_grid(fig, axes, im, title: str, bar_label: str, path: Path) -> Path:
+    fig.suptitle(title, fontsize=9)
+    if im is not None:
+        fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, pad=0.02, label=bar_label)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def residency_heatmap(results: dict, out: Path, bench: str) -> Path | None:
     """One panel per (scheduler, case): share of each job's samples per node; '*' marks its memory's node."""
     topo = Topology.from_json(results["topology"])
@@ -123,17 +150,12 @@ def residency_heatmap(results: dict, out: Path, bench: str) -> Path | None:
                 break
     if not panels:
         return None
-    cases = sorted({p[2] for p in panels}, key=[p[2] for p in panels].index)
-    scheds = sorted({p[0] for p in panels}, key=[p[0] for p in panels].index)
     max_jobs = max(len(p[3]) for p in panels)
-    size = (max(6.0, (1.2 + 1.1 * nr_nodes) * len(cases)), 0.6 + (0.9 + 0.28 * max_jobs) * len(scheds))
-    fig, axes = plt.subplots(len(scheds), len(cases), squeeze=False, figsize=size, layout="constrained")
-    for ax in axes.flat:
-        ax.set_visible(False)
+    fig, axes, panel_ax = _panel_grid(panels, lambda nc, ns: (max(6.0, (1.2 + 1.1 * nr_nodes) * nc),
+                                                              0.6 + (0.9 + 0.28 * max_jobs) * ns))
     im = None
     for s, run_no, label, rows in panels:
-        ax = axes[scheds.index(s), cases.index(label)]
-        ax.set_visible(True)
+        ax = panel_ax(s, label)
         mat = np.zeros((len(rows), nr_nodes))
         for i, j in enumerate(rows):
             tot = sum(j["node_samples"]) or 1
@@ -149,13 +171,8 @@ def residency_heatmap(results: dict, out: Path, bench: str) -> Path | None:
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels([f"job {j['id'] if j['id'] is not None else j['pid']}" for j in rows], fontsize=6)
         ax.set_title(f"{s}, {label} (run {run_no})", fontsize=8)
-    fig.suptitle(f"{bench}: % of each job's samples per node\n(* = the node holding most of its memory)", fontsize=9)
-    if im is not None:
-        fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, pad=0.02, label="% of samples")
-    path = out / f"residency-{bench}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save_grid(fig, axes, im, f"{bench}: % of each job's samples per node\n(* = the node holding most of its "
+                      "memory)", "% of samples", out / f"residency-{bench}.png")
 
 
 def scheduler_heatmap(rows: list[dict], labels: list[str], title: str, path: Path,
@@ -205,17 +222,11 @@ def memory_heatmap(results: dict, out: Path, bench: str) -> Path | None:
                 break
     if not panels:
         return None
-    cases = sorted({p[2] for p in panels}, key=[p[2] for p in panels].index)
-    scheds = sorted({p[0] for p in panels}, key=[p[0] for p in panels].index)
     nodes = len(panels[0][3][0]["nodes"])
-    fig, axes = plt.subplots(len(scheds), len(cases), squeeze=False, layout="constrained",
-                             figsize=(max(6.0, 3.2 * len(cases)), 0.8 + (0.5 + 0.3 * nodes) * len(scheds)))
-    for ax in axes.flat:
-        ax.set_visible(False)
+    fig, axes, panel_ax = _panel_grid(panels, lambda nc, ns: (max(6.0, 3.2 * nc), 0.8 + (0.5 + 0.3 * nodes) * ns))
     im = None
     for s, run_no, label, series in panels:
-        ax = axes[scheds.index(s), cases.index(label)]
-        ax.set_visible(True)
+        ax = panel_ax(s, label)
         mat = np.array([[np.nan if row["nodes"][n][0] is None else 100.0 - row["nodes"][n][0]
                          for row in series] for n in range(nodes)])
         im = ax.imshow(mat, aspect="auto", cmap="Reds", vmin=0, vmax=100, interpolation="nearest",
@@ -225,11 +236,5 @@ def memory_heatmap(results: dict, out: Path, bench: str) -> Path | None:
         ax.set_xlabel("s", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.set_title(f"{s}, {label} (run {run_no})", fontsize=8)
-    fig.suptitle(f"{bench}: % of accesses to another node's memory, by the node of the accessing CPU "
-                 "(memory model)", fontsize=9)
-    if im is not None:
-        fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, pad=0.02, label="% remote")
-    path = out / f"memory-remote-{bench}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save_grid(fig, axes, im, f"{bench}: % of accesses to another node's memory, by the node of the "
+                      "accessing CPU (memory model)", "% remote", out / f"memory-remote-{bench}.png")

@@ -784,9 +784,8 @@ def write_report(out: Path) -> Path:
         if results.get("memory_model"):
             lines += memory_section(results, bname, labels)
             p = plots.memory_heatmap(results, out, bname)
-            if p:
-                pngs.append(p)
-                lines += [f"![remote accesses over time]({p.name})", ""]
+            pngs += [p] if p else []
+            lines += [f"![remote accesses over time]({p.name})", ""] if p else []
     fst = final_stats_table(results, labels)
     if fst:
         lines += ["## scx_locality's own counters", "",

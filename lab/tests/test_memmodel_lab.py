@@ -79,3 +79,4 @@ def test_sharing_across_llcs_misses_where_one_llc_does_not(boot):
     two = [boot["share_two_llcs"]["per_cpu"][c][2] for c in (0, 4)]
     assert min(one) >= 90.0, one
     assert max(two) <= 50.0, two
+
