@@ -498,7 +498,8 @@ def memory_model_run(m: machines.Machine, run_dir: Path, raw_dir: Path) -> tuple
     src = run_dir / memmodel.LOG_NAME
     if not src.exists():
         return None, {"error": f"the plugin wrote no log ({src})"}
-    shutil.copyfile(src, raw_dir / memmodel.LOG_NAME)
+    if src.resolve() != (raw_dir / memmodel.LOG_NAME).resolve():
+        shutil.copyfile(src, raw_dir / memmodel.LOG_NAME)
     text = src.read_text(errors="replace")
     log = memmodel.parse_log(text)
     console = (run_dir / "console.log").read_text(errors="replace") if (run_dir / "console.log").exists() else ""
@@ -508,6 +509,29 @@ def memory_model_run(m: machines.Machine, run_dir: Path, raw_dir: Path) -> tuple
     rec = {"snapshots": len(log.snapshots), "layout_ok": not problems, "error": "; ".join(problems) or None,
            "whole_boot": memmodel.summarize(m, last.counters) if last else None}
     return (None if problems else (m, log)), rec
+
+
+def refresh_memory(out: Path) -> None:
+    """Derive every case's memory-model record and figures again from the plugin logs kept under OUT/raw (a bench
+    run with --memory-model), so that a report rebuilt with --report-only has the current figures."""
+    results = read_results(out)
+    if not results or not results.get("memory_model"):
+        return
+    m = machines.load(results["machine"])
+    for r in results["runs"]:
+        raw = out / "raw" / f"run{r['run']}"
+        mm, r["memory_model"] = memory_model_run(m, raw, raw) if (raw / memmodel.LOG_NAME).exists() else \
+            (None, r.get("memory_model"))
+        for st in r["steps"]:
+            for c in st["cases"]:
+                if mm is None or "mm" not in c["files"]:
+                    continue
+                c["memory"] = case_memory(mm, out / c["files"]["mm"])
+                if c["status"] == "ok":
+                    c["figures"].update(memmodel.figures(c["memory"]))
+    for b in results["benchmarks"].values():
+        b["figures"] = [f for f in b["figures"] if not f.get("memory_model")] + memmodel.figure_defs()
+    write_results(out, results)
 
 
 def build_ids(specs: list[run.SchedSpec]) -> dict[str, str]:
@@ -629,6 +653,7 @@ def main(args) -> int:
         out = Path(args.report_only)
         if not (out / "results.json").exists():
             raise benchfile.BenchError(f"{out}/results.json does not exist")
+        refresh_memory(out)
         path = report.write_report(out)
         print(report.summary_text(out))
         print(f"bench: report: {path}")

@@ -13,7 +13,10 @@ in between); from the difference come, per case:
 - llc-hit-pct: the share that hit the modeled LLC;
 - mem-ns: the modeled mean latency of one access (LLC hit, or a miss to local or remote DRAM, the remote one by
   SLIT distance; the latencies are the machine file's, from the published figures it names);
-- mem-s: the modeled memory time of the whole case, accesses x latency summed over all vCPUs (CPU seconds).
+- mem-s: the modeled memory time of the whole case, accesses x latency summed over all vCPUs (CPU seconds);
+  every access is charged at least an LLC hit, since the private caches are not modeled;
+- miss-s: the part of mem-s spent in LLC misses (local or remote DRAM): the part a scheduler's placement
+  moves, where mem-s is mostly the work done.
 
 It never changes the guest's timing beyond the emulator's slowdown of running it; the counts are of the whole
 guest (kernel and user), since a scheduler's moves cost the kernel's accesses too. Instruction fetches are not
@@ -48,6 +51,7 @@ FIGURES = [
     ("llc-hit-pct", "% of accesses", True),
     ("mem-ns", "ns per access", False),
     ("mem-s", "CPU s", False),
+    ("miss-s", "CPU s", False),
 ]
 
 
@@ -249,8 +253,9 @@ def summarize(m: machines.Machine, counters: list[list[int]]) -> dict:
     node_of = m.topology().node_of()
     far = max(max(r) for r in m.distances)
     acc = local = miss = 0
-    mem_ns = 0.0
+    mem_ns = miss_ns = 0.0
     by_dist: dict[int, int] = {}
+    miss_by_dist: dict[int, int] = {}
     user_acc = user_local = 0
     for v, c in enumerate(counters):
         home = node_of.get(v, 0)
@@ -262,6 +267,7 @@ def summarize(m: machines.Machine, counters: list[list[int]]) -> dict:
                 acc += a[n]
                 miss += ms[n]
                 by_dist[d] = by_dist.get(d, 0) + a[n]
+                miss_by_dist[d] = miss_by_dist.get(d, 0) + ms[n]
                 if n == home:
                     local += a[n]
                 if mode == 1:
@@ -269,15 +275,20 @@ def summarize(m: machines.Machine, counters: list[list[int]]) -> dict:
                     user_local += a[n] if n == home else 0
                 if m.memory is not None:
                     mem_ns += (a[n] - ms[n]) * m.memory.llc_hit_ns + ms[n] * m.memory.miss_ns(d, far)
+                    miss_ns += ms[n] * m.memory.miss_ns(d, far)
     out = {"accesses": acc, "local_pct": 100.0 * local / acc if acc else None,
            "user_local_pct": 100.0 * user_local / user_acc if user_acc else None,
            "user_accesses": user_acc,
            "llc_hit_pct": 100.0 * (acc - miss) / acc if acc else None,
            "by_distance_pct": {str(d): round(100.0 * x / acc, 3) for d, x in sorted(by_dist.items())} if acc else {},
+           "misses": miss,
+           "miss_by_distance_pct": ({str(d): round(100.0 * x / miss, 3) for d, x in sorted(miss_by_dist.items())}
+                                    if miss else {}),
            "io": sum(c[4 * nodes] for c in counters), "unmapped": sum(c[4 * nodes + 1] for c in counters)}
     if m.memory is not None:
         out["mem_ns"] = mem_ns / acc if acc else None
         out["mem_s"] = mem_ns / 1e9
+        out["miss_s"] = miss_ns / 1e9
     return out
 
 
@@ -319,7 +330,7 @@ def figures(rec: dict | None) -> dict:
     if rec is None:
         return {name: None for name, _u, _h in FIGURES}
     return {"mem-local-pct": rec["local_pct"], "llc-hit-pct": rec["llc_hit_pct"], "mem-ns": rec.get("mem_ns"),
-            "mem-s": rec.get("mem_s")}
+            "mem-s": rec.get("mem_s"), "miss-s": rec.get("miss_s")}
 
 
 def figure_defs() -> list[dict]:

@@ -94,13 +94,16 @@ def test_case_figures():
     want_ns = 30 * mm.llc_hit_ns + 10 * mm.dram_local_ns + 20 * mm.dram_local_ns
     assert rec["mem_s"] == pytest.approx(want_ns / 1e9)
     assert rec["mem_ns"] == pytest.approx(want_ns / 60)
+    assert rec["miss_s"] == pytest.approx(30 * mm.dram_local_ns / 1e9)  # 10 + 20 misses, all to local nodes
+    assert rec["misses"] == 30 and rec["miss_by_distance_pct"] == {"10": 100.0, "32": 0.0}
     assert (rec["io"], rec["unmapped"]) == (1, 2)
     assert rec["seconds"] == 2.0
     assert rec["per_cpu"][0] == [40, pytest.approx(75.0), pytest.approx(75.0)]
     assert rec["series"][-1]["nodes"][1] == [pytest.approx(100.0), pytest.approx(0.0), 20]
     figs = memmodel.figures(rec)
     assert figs["mem-local-pct"] == rec["local_pct"] and figs["mem-s"] == rec["mem_s"]
-    assert memmodel.figures(None) == {"mem-local-pct": None, "llc-hit-pct": None, "mem-ns": None, "mem-s": None}
+    assert memmodel.figures(None) == {"mem-local-pct": None, "llc-hit-pct": None, "mem-ns": None, "mem-s": None,
+                                      "miss-s": None}
 
 
 def test_layout_check_compares_memory_blocks():
