@@ -115,12 +115,10 @@ def plugin_args(m: machines.Machine) -> list[str]:
     if m.memory is None:
         raise MemoryModelError(f"{m.path} has no [memory] table (LLC size and latencies); the memory model "
                                "needs one")
-    node_of, llc_of = m.topology().node_of(), m.topology().llc_of()
-    cpus = range(m.nr_cpus)
+    llc_of = m.topology().llc_of()
     return [f"ram_mb={'.'.join(str(m.memory_mb_per_node) for _ in m.nodes)}",
             f"below_4g={below_4g(m.memory_mb_per_node * len(m.nodes))}",
-            f"vcpu_node={'.'.join(str(node_of[c]) for c in cpus)}",
-            f"vcpu_llc={'.'.join(str(llc_of[c]) for c in cpus)}",
+            f"vcpu_llc={'.'.join(str(llc_of[c]) for c in range(m.nr_cpus))}",
             f"llc_kb={m.memory.llc_kb}", f"ways={m.memory.llc_ways}"]
 
 

@@ -36,12 +36,11 @@ def test_api_version_by_qemu_version():
 
 def test_plugin_args_name_every_vcpu():
     args = dict(a.split("=", 1) for a in memmodel.plugin_args(numa2()))
-    assert args == {"ram_mb": "1024.1024", "below_4g": str(2 << 30), "vcpu_node": "0.0.0.0.1.1.1.1",
-                    "vcpu_llc": "0.0.0.0.1.1.1.1", "llc_kb": "5632", "ways": "11"}
+    assert args == {"ram_mb": "1024.1024", "below_4g": str(2 << 30), "vcpu_llc": "0.0.0.0.1.1.1.1",
+                    "llc_kb": "5632", "ways": "11"}
     # milan: 8 LLCs, 2 nodes
     args = dict(a.split("=", 1) for a in memmodel.plugin_args(machines.load("milan-2n8llc")))
     assert args["vcpu_llc"].split(".")[:8] == ["0", "0", "0", "0", "1", "1", "1", "1"]
-    assert args["vcpu_node"].split(".")[15:17] == ["0", "1"]
 
 
 def test_every_machine_has_a_memory_model():

@@ -213,7 +213,6 @@ impl Counters {
 pub struct Config {
     pub node_mb: Vec<u64>,
     pub below_4g: u64,
-    pub vcpu_node: Vec<usize>,
     pub vcpu_llc: Vec<usize>,
     pub llc_kb: u64,
     pub ways: usize,
@@ -225,33 +224,30 @@ fn list(v: &str, key: &str) -> Result<Vec<u64>, String> {
 
 impl Config {
     pub fn parse<'a>(args: impl IntoIterator<Item = &'a str>, vcpus: usize) -> Result<Config, String> {
-        let (mut node_mb, mut below, mut vnode, mut vllc, mut llc_kb, mut ways) = (None, None, None, None, None, 16);
+        let (mut node_mb, mut below, mut vllc, mut llc_kb, mut ways) = (None, None, None, None, 16);
         for a in args {
             let (k, v) = a.split_once('=').ok_or_else(|| format!("argument {a:?} is not key=value"))?;
             match k {
                 "ram_mb" => node_mb = Some(list(v, k)?),
                 "below_4g" => below = Some(list(v, k)?[0]),
-                "vcpu_node" => vnode = Some(list(v, k)?),
                 "vcpu_llc" => vllc = Some(list(v, k)?),
                 "llc_kb" => llc_kb = Some(list(v, k)?[0]),
                 "ways" => ways = list(v, k)?[0] as usize,
-                _ => return Err(format!("unknown argument {k:?} (known: ram_mb, below_4g, vcpu_node, vcpu_llc, llc_kb, ways)")),
+                _ => return Err(format!("unknown argument {k:?} (known: ram_mb, below_4g, vcpu_llc, llc_kb, ways)")),
             }
         }
         let node_mb = node_mb.ok_or("ram_mb is missing")?;
         let to_idx = |v: Vec<u64>| v.into_iter().map(|x| x as usize).collect::<Vec<_>>();
-        let vcpu_node = to_idx(vnode.ok_or("vcpu_node is missing")?);
         let vcpu_llc = to_idx(vllc.ok_or("vcpu_llc is missing")?);
-        if vcpu_node.len() != vcpus || vcpu_llc.len() != vcpus {
-            return Err(format!("vcpu_node and vcpu_llc must name {vcpus} vCPUs, got {} and {}", vcpu_node.len(), vcpu_llc.len()));
+        if vcpu_llc.len() != vcpus {
+            return Err(format!("vcpu_llc must name {vcpus} vCPUs, got {}", vcpu_llc.len()));
         }
-        if let Some(n) = vcpu_node.iter().find(|&&n| n >= node_mb.len()) {
-            return Err(format!("vcpu_node names node {n}, but ram_mb gives {} nodes", node_mb.len()));
+        if node_mb.is_empty() || node_mb.contains(&0) {
+            return Err("ram_mb must give every node some memory".into());
         }
         let cfg = Config {
             node_mb,
             below_4g: below.ok_or("below_4g is missing")?,
-            vcpu_node,
             vcpu_llc,
             llc_kb: llc_kb.ok_or("llc_kb is missing")?,
             ways: ways.max(1),
@@ -272,7 +268,7 @@ impl Model {
         let layout = Layout::new(&cfg.node_mb.iter().map(|mb| mb << 20).collect::<Vec<_>>(), cfg.below_4g);
         let nr_llc = cfg.vcpu_llc.iter().max().map_or(0, |m| m + 1);
         let caches = (0..nr_llc).map(|_| Cache::new(cfg.llc_kb << 10, cfg.ways)).collect();
-        let counters = Counters::new(cfg.vcpu_node.len(), cfg.node_mb.len());
+        let counters = Counters::new(cfg.vcpu_llc.len(), cfg.node_mb.len());
         Model { cfg, layout, caches, counters }
     }
 
@@ -309,7 +305,7 @@ impl Model {
         format!(
             "memmodel config nodes={} vcpus={} llcs={} llc_bytes={} ways={} ranges={} slots=kernel_acc[n],kernel_miss[n],user_acc[n],user_miss[n],io,unmapped\n",
             self.cfg.node_mb.len(),
-            self.cfg.vcpu_node.len(),
+            self.cfg.vcpu_llc.len(),
             self.caches.len(),
             self.caches.first().map_or(0, |c| c.bytes()),
             self.cfg.ways,
@@ -320,7 +316,7 @@ impl Model {
     /// A snapshot: one header line, then one line of counters per vCPU.
     pub fn snapshot(&self, what: &str, seq: u64, vcpu: u32, t_ns: u128) -> String {
         let mut s = format!("memmodel {what} seq={seq} vcpu={vcpu} t_ns={t_ns}\n");
-        for v in 0..self.cfg.vcpu_node.len() {
+        for v in 0..self.cfg.vcpu_llc.len() {
             let c: Vec<String> = self.counters.read(v).iter().map(u64::to_string).collect();
             s += &format!("memmodel c {v} {}\n", c.join(" "));
         }
@@ -394,7 +390,7 @@ mod tests {
     #[test]
     fn model_counts_local_remote_and_misses_per_vcpu() {
         let cfg = Config::parse(
-            ["ram_mb=1.1", "below_4g=2097152", "vcpu_node=0.1", "vcpu_llc=0.1", "llc_kb=64", "ways=4"],
+            ["ram_mb=1.1", "below_4g=2097152", "vcpu_llc=0.1", "llc_kb=64", "ways=4"],
             2,
         )
         .unwrap();
@@ -413,7 +409,7 @@ mod tests {
 
     #[test]
     fn a_store_in_one_llc_invalidates_the_line_in_the_others() {
-        let cfg = Config::parse(["ram_mb=1", "below_4g=1048576", "vcpu_node=0.0", "vcpu_llc=0.1", "llc_kb=64"], 2).unwrap();
+        let cfg = Config::parse(["ram_mb=1", "below_4g=1048576", "vcpu_llc=0.1", "llc_kb=64"], 2).unwrap();
         let m = Model::new(cfg);
         let miss = |v: usize| m.counters.read(v)[3]; // user misses (one node)
         m.access(0, 0x40, 0x40, false);
@@ -426,7 +422,7 @@ mod tests {
         m.access(0, 0x40, 0x40, true); // and back
         assert_eq!(miss(0), 1);
         // One LLC shared by both vCPUs never misses on the other's stores.
-        let cfg = Config::parse(["ram_mb=1", "below_4g=1048576", "vcpu_node=0.0", "vcpu_llc=0.0", "llc_kb=64"], 2).unwrap();
+        let cfg = Config::parse(["ram_mb=1", "below_4g=1048576", "vcpu_llc=0.0", "llc_kb=64"], 2).unwrap();
         let m = Model::new(cfg);
         for v in [0, 1, 0, 1] {
             m.access(v, 0x40, 0x40, true);
@@ -436,9 +432,9 @@ mod tests {
 
     #[test]
     fn config_names_what_is_wrong() {
-        let e = Config::parse(["ram_mb=1.1", "below_4g=1", "vcpu_node=0.2", "vcpu_llc=0.0", "llc_kb=1"], 2).unwrap_err();
-        assert!(e.contains("node 2"), "{e}");
-        let e = Config::parse(["ram_mb=1.1", "below_4g=1", "vcpu_node=0", "vcpu_llc=0", "llc_kb=1"], 2).unwrap_err();
+        let e = Config::parse(["ram_mb=1.0", "below_4g=1", "vcpu_llc=0.0", "llc_kb=1"], 2).unwrap_err();
+        assert!(e.contains("every node"), "{e}");
+        let e = Config::parse(["ram_mb=1.1", "below_4g=1", "vcpu_llc=0", "llc_kb=1"], 2).unwrap_err();
         assert!(e.contains("2 vCPUs"), "{e}");
         assert!(Config::parse(["bogus=1"], 1).unwrap_err().contains("unknown argument"));
     }
