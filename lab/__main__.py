@@ -199,9 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="go on with the bench in --out: keep its runs and run the rest up to --runs (same "
                         "machine, schedulers and benchmarks only)")
     s.add_argument("--memory-model", action="store_true",
-                   help="count every guest memory access local/remote and through the modeled LLC (a QEMU "
-                        "plugin; the guest runs several times slower): adds mem-local-pct, llc-hit-pct, mem-ns "
-                        "and mem-s to every case")
+                   help="count every guest data access local/remote and through the modeled LLC (a QEMU "
+                        "plugin; while a case runs the guest does 6-11x less work): adds mem-local-pct, "
+                        "llc-hit-pct, mem-ns, mem-s and miss-s to every case (docs/memory-model.md)")
     s.add_argument("--list", action="store_true", help="list the benchmarks and their cases")
     s.add_argument("--report-only", metavar="DIR", default="", help="rebuild DIR's report from its results.json")
     s.set_defaults(func=cmd_bench)

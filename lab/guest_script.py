@@ -31,12 +31,12 @@ def step_command(cases: list[benchfile.Case], step: int, header: str, place: run
                  memory_model: bool = False) -> str:
     """The shell command of one step: every case under locsample, its files sent to the host. place says where
     lib.sh and the scratch folder are (the guest's, or the host's for bench --host). memory_model: the boot
-    runs the memory model plugin; each case is cut out of its counts by memmark (lab/memmodel.py), and step 0
+    runs the memory model plugin; each case is cut out of its counts by memmark (lab/memmodel.py), and each step
     prints the guest's memory blocks per node for the layout check."""
     begin = shlex.quote(f"lab-bench: step-begin {step} {header}")
     work = shlex.quote(f"{place.tmp}/lb")
     lines = [f". {shlex.quote(place.lib)}", f"mkdir -p {work}", f"echo {begin}"]
-    if memory_model and step == 0:
+    if memory_model:  # every step: a step whose scheduler failed to start runs no command
         lines.append(memmodel.guest_layout_command())
     for j, c in enumerate(cases):
         tag = case_tag(step, j)

@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -335,7 +334,3 @@ def figure_defs() -> list[dict]:
     """The memory figures as the report's figure definitions (results.json's benchmarks[..].figures)."""
     return [{"name": n, "regex": "", "unit": u, "higher_is_better": h, "mean": "amean", "aggregate": "first",
              "memory_model": True} for n, u, h in FIGURES]
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
