@@ -209,22 +209,44 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run lab/matrix.toml: per machine its benchmarks under every scheduler, one "
                                    "bench folder each (OUT/MACHINE/BENCH), run-major (run 1 of every folder, then "
                                    "run 2, ...), and write the results page after every boot. Interrupted, the "
-                                   "same command with --resume goes on where it stopped. Exit codes as for bench "
-                                   "(the first non-zero one of its folders; it goes on after a failed folder).")
+                                   "same command with --resume goes on where it stopped. Each finished folder goes "
+                                   "into the results store (--store) as a cell; --budget runs the store's missing "
+                                   "and stale cells instead, whole cells within a time budget; --page writes "
+                                   "docs/results.md from the store alone. Exit codes as for bench (the first "
+                                   "non-zero one of its folders; it goes on after a failed folder).")
     s.add_argument("--quick", action="store_true", help="the matrix file's [quick] subset (its estimated time: --quick --list)")
+    s.add_argument("--core", action="store_true", help="the matrix file's [core] subset: each seed's machine and "
+                                                       "headline, within 5 hours (--core --list)")
     s.add_argument("--machine", default="", help="only these machines (comma-separated)")
     s.add_argument("--bench", default="", help="only these benchmarks, by name (comma-separated)")
     s.add_argument("--sched", default="", help="these schedulers instead of the file's (comma-separated; eevdf "
                                                "first)")
     s.add_argument("--runs", type=int, default=None, help="runs per folder instead of the file's")
-    s.add_argument("--out", default="", help="output folder (default runs/matrix or runs/matrix-quick)")
-    s.add_argument("--page", default="", help="where to write the page (default OUT/results.md); results.json "
-                                              "and the PNGs go to the folder of the same name without .md")
+    s.add_argument("--out", default="", help="output folder (default runs/matrix, runs/matrix-quick or "
+                                             "runs/matrix-core)")
     s.add_argument("--resume", action="store_true", help="go on with the matrix in --out (the same plan only)")
     s.add_argument("--file", default="", help="another matrix file (default lab/matrix.toml)")
-    s.add_argument("--list", action="store_true", help="print the plan with time estimates; run nothing")
+    s.add_argument("--list", "--dry-run", dest="list", action="store_true",
+                   help="print the plan with time estimates (per cell and machine) and, with the store, what "
+                        "--budget would run; run nothing")
     s.add_argument("--no-build", action="store_true", help="do not build scx_locality or missing peers")
-    s.add_argument("--report-only", metavar="OUT", default="", help="rewrite the page of the matrix in OUT")
+    s.add_argument("--report-only", metavar="OUT", default="", help="rewrite the page of the matrix in OUT "
+                                                                    "(OUT/results.md)")
+    s.add_argument("--store", default="", help="the results store (default docs/results-store)")
+    s.add_argument("--no-store", action="store_true", help="a run-major matrix stores nothing")
+    s.add_argument("--budget", default="", metavar="TIME",
+                   help="run the store's missing cells, then the stalest, one whole cell at a time, starting none "
+                        "that cannot finish within TIME (90m, 1h30m) by its previous duration or estimate")
+    s.add_argument("--shard", default="", metavar="I/N", help="only the I-th of N shares of the plan's cells "
+                                                              "(the same split on every host)")
+    s.add_argument("--merge", default="", metavar="OTHER_STORE",
+                   help="merge another results store into --store (the newest cell of each key wins)")
+    s.add_argument("--add", action="append", metavar="FOLDER",
+                   help="put a bench folder (bin/lab bench, or bench --host on real hardware) into the store, one "
+                        "cell per benchmark; may be given again")
+    s.add_argument("--page", nargs="?", const="", default=None, metavar="F.md",
+                   help="write the results page (default docs/results.md) from the store alone; alone, or with "
+                        "--add/--merge, it runs nothing; after --budget, the page of the store it filled")
     s.set_defaults(func=cmd_matrix)
     s = sub.add_parser("peers", help="build published schedulers from crates.io (cargo install, ~5 min each)")
     s.add_argument("names", nargs="*", help="peers to build (default: every peer in lab/schedulers.toml)")
