@@ -137,10 +137,10 @@ def test_home_nodes_against_their_off_switch_numa2(tmp_path):
     placement=crowded). With homes one process is sent whole to node 1 (the BPF side moved or kept threads home:
     xnode_home, home_kept or home_active > 0) and each does its transactions on one node; without, the balancing
     splits both over the two nodes. Measured (bin/lab bench memory-jbb2:placement=crowded, 2 boots): smallest
-    node share 1.00 every boot with homes, 0.508-0.517 without (docs/decisions.md). Started free, both now stay
+    node share 1.00 every boot with homes, 0.508-0.517 without (docs/mechanisms.md#home-nodes-and-thread-homes). Started free, both now stay
     one per node without homes too, since a waking task no longer leaves its node. The bar is the gap to the
     off switch, not a share a quiet host reaches (a loaded host once gave 0.866 with homes). The off switch
-    varies from boot to boot (docs/decisions.md, "Home nodes' lab test"), so the gap asked is 0.15."""
+    varies from boot to boot (docs/decisions.md#what-a-lab-test-asserts), so the gap asked is 0.15."""
     steps = bench_steps(tmp_path, "numa2", "scx_locality,scx_locality:--no-home-node", "memory-jbb2:placement=crowded")
     on, off = steps["scx_locality"], steps["scx_locality:--no-home-node"]
     share = {k: st["cases"][0]["figures"]["node-share-min"] for k, st in (("on", on), ("off", off))}
@@ -194,7 +194,7 @@ def test_thread_homes_against_their_off_switch_numaq4(tmp_path):
     where the workers already run, so when nothing disturbs them no move is needed and every home counter stays 0
     (one CI pre-check of 2026-11-27: 8 thread homes, 0 moves). That a home is kept is the home-node test's
     (test_home_nodes_against_their_off_switch_numa2): task_home() reads thread and process homes alike.
-    How much more local the workers' private memory ends is a benchmark's figure (memory-span, docs/decisions.md):
+    How much more local the workers' private memory ends is a benchmark's figure (memory-span, docs/mechanisms.md#memory-placement):
     it depends on how fast the guest copies pages, which a loaded host changes."""
     steps = bench_steps(tmp_path, "numaq4", "scx_locality,scx_locality:--no-thread-home",
                         "memory-span:instances=2:init=threads")

@@ -92,7 +92,7 @@ def test_cache_aware_keeps_a_small_group_in_one_llc_spr():
     """Cache-aware scheduling with default flags on spr-1n2llc (one node, two LLCs of 4 CPUs, so it is on):
     hackbench -T over sockets with 2 pairs (4 threads, fewer than the LLC's cores) gets a preferred LLC and spends
     most of its runtime there. How much is a quality figure, not a bar that holds every boot: the >= 0.95 goal is
-    the cache-hackbench benchmark's (README, docs/decisions.md), and this test checks only what holds each boot:
+    the cache-hackbench benchmark's (README, docs/decisions.md#what-a-lab-test-asserts), and this test checks only what holds each boot:
     a preference recorded and more than half the runtime in it (that is, the preferred LLC is the one it runs
     in). The final snapshot may find no preference: 4 busy threads and their waits sit at the fit limit of a
     4-core LLC, so the fit gate drops the preference and the next epoch sets it again (one boot: 39 sets, 31 drops,
@@ -120,7 +120,7 @@ def test_numa_policy_keeps_a_pair_on_one_node_numa2(tmp_path):
     CPU. The share is of the pair's samples after its first second (the bench's co-location, samples.py).
     Measured (bin/lab bench numa-pair, 6 boots): 100% every boot with defaults; with --numa-balance=off 37-100%
     (80% pooled), so a policy that silently did nothing fails this test in most boots. The comparison against
-    the off switch itself is a benchmark (docs/decisions.md), not a bar here: off reaches 100% in some boots.
+    the off switch itself is a benchmark (docs/decisions.md#what-a-lab-test-asserts), not a bar here: off reaches 100% in some boots.
     The pair runs 4M loops (the bench's 1.5M took under 3 s on a quiet host: too few samples for the bar)."""
     out = tmp_path / "bench"
     r = subprocess.run([LAB, "bench", "--no-build", "--machine", "numa2", "--runs", "1", "--sched", "scx_locality",
@@ -165,13 +165,13 @@ def test_exec_placement_numaq4():
       other nodes idle) is not moved by exec placement: its CPU runs at most 2 tasks. Without the first test it
       is moved to an idle node, since node 0 runs more tasks than they do. The default may move it in one round
       of three: CPU 0 is quiet only as far as the guest lets it be, most of all just after the scheduler attaches
-      (the rounds start 3 s later; docs/decisions.md). The rule without the first test must move it in two or
+      (the rounds start 3 s later; docs/decisions.md#what-a-lab-test-asserts). The rule without the first test must move it in two or
       more, so a default that lost the test still fails. Its node a second later is printed, not asserted: in
       one of 3 rounds another rule had moved it.
     - Four CPU-bound programs started from one shell (EXEC_SPREAD) each have a CPU of their own, at most 2 on a
       node: the fork push puts each on an idle CPU, nearest first, and one exec'd onto a CPU that queues work
       moves to the least loaded node. One per node (5 of 18 rounds with the first test, 8 of 9 without it)
-      is printed, not asserted: nothing evens a 2-0 pair of 2-CPU nodes out afterwards (docs/decisions.md)."""
+      is printed, not asserted: nothing evens a 2-0 pair of 2-CPU nodes out afterwards (docs/mechanisms.md#node-local-balancing-and-exec-placement)."""
     rounds = "sleep 3; " + "; ".join(f"echo 'exec-round: {r}'; {EXEC_QUIET}; {EXEC_SPREAD}" for r in (1, 2, 3))
     always = "scx_locality:--exec-placement=least-loaded-always"
     res, parts = run_steps("numaq4", ("scx_locality", always), rounds, 400)
@@ -209,7 +209,7 @@ def test_balance_pass_spreads_a_full_node_haswell2s():
     is idle: 8 idle CPUs against 0, past the allowance (Gorman 2019: an imbalance of 2 when the destination runs
     few), so the pass grants node 1 a budget and, with nothing queued to steal, preempts running programs and
     sends them over (rule 6). With --numa-balance=off nothing moves them but stray wake-ups. Measured in 3 boots
-    (docs/decisions.md): programs on node 1 after 4 s, 4, 3, 4 and 4 with the pass, 2, 1, 1 and 1 without; the test asks
+    (docs/mechanisms.md#node-local-balancing-and-exec-placement): programs on node 1 after 4 s, 4, 3, 4 and 4 with the pass, 2, 1, 1 and 1 without; the test asks
     3 with the pass and prints the off switch's count."""
     res, parts = run_steps("haswell2s", ("scx_locality", "scx_locality:--numa-balance=off"), FULL_NODE, 400)
     on_node1 = {sched: [sum(1 for n in re.findall(rf"^balance-{t}: \d+ (\d+)", part, re.M) if n == "1")
@@ -239,7 +239,7 @@ def test_wake_follow_joins_a_split_pair_numa2():
     """Wake-follow (numa.bpf.c rule 2b) against its off switch in one boot: a communicating pair is split over
     the two nodes of numa2 and then allowed every CPU. Each node then runs one task: balanced, so neither the
     balance pass nor a steal joins them, and a wake-up stays in its node. Only a synchronous wakee following its
-    waker's node does, within a moment; with --no-wake-follow the pair stays split. Measured (docs/decisions.md):
+    waker's node does, within a moment; with --no-wake-follow the pair stays split. Measured (docs/mechanisms.md#bounded-numa-imbalance):
     together at every second with it, split at every second without."""
     res, parts = run_steps("numa2", ("scx_locality", "scx_locality:--no-wake-follow"), SPLIT_PAIR, 300)
     together = {}
