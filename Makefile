@@ -7,7 +7,7 @@ CARGO ?= cargo
 LAB := bin/lab
 PY = $${LOCALITY_CACHE:-$(CURDIR)/.cache}/venv/bin/python
 
-.PHONY: setup build test unit-test lab-test test-lab-all demo clean
+.PHONY: setup build test unit-test lab-test test-lab-all test-mutants demo clean
 
 setup:
 	$(LAB) setup
@@ -30,6 +30,13 @@ test: unit-test lab-test
 # than make test; run it after changing the BPF side, a switch or a machine file.
 test-lab-all: build
 	$(PY) -m pytest -q -m "lab or lab_all" lab/tests
+
+# Every mechanism's lab tests with that mechanism switched off (lab/mutants.toml, LOCALITY_SCHED_EXTRA_FLAGS):
+# passes only when each of them fails. Hours on 2 cores (a boot or more per test); the table (mechanism, flag,
+# test, failed yes/no) is printed and written to runs/mutants-DATE/mutants.md. MUTANTS_ARGS=--dry-run shows the
+# plan and checks the flags without booting; MUTANTS_ARGS="--only steal" runs one mechanism.
+test-mutants: build
+	$(PY) -m lab.mutants $(MUTANTS_ARGS)
 
 # EEVDF against scx_locality on numa2: hackbench (process, pipes, 2 group sizes) and wakelat, 3 runs
 # (about 4 minutes here); prints the comparison tables and the report's path.

@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
         "sched_exit_reason": step.sched_exit_reason, "sched_ejected": step.sched_ejected,
         "sched_start_error": step.sched_start_error, "topology_ok": result.topology_ok,
         "cmd_timed_out": step.cmd_timed_out, "timed_out": result.timed_out, "kernel_log": result.kernel_log, "run_dir": result.run_dir,
-        "exit": result.exit_code(),
+        "sched_extra_flags": result.sched_extra_flags, "exit": result.exit_code(),
     }
     print(json.dumps(final), flush=True)
     return result.exit_code()

@@ -381,6 +381,8 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         "topology": topo.to_json(), "runs_requested": runs_total or runs, "builds": builds,
         "scheds": [{"label": s.label, "name": s.name, "args": s.args,
                     "prepare_error": failed.get(s.label)} for s in specs],
+        # LOCALITY_SCHED_EXTRA_FLAGS: appended to every scx_locality of the bench (run.sched_args); [] for none
+        "sched_extra_flags": extra_flags(specs),
         "benchmarks": {b.name: b.to_json() for b in benches},
         "memory_model": None,
         "sampler": {"sample_ms": guest_script.SAMPLE_MS, "sched_ms": guest_script.SCHED_MS,
@@ -554,6 +556,11 @@ def build_ids(specs: list[run.SchedSpec]) -> dict[str, str]:
     return out
 
 
+def extra_flags(specs: list[run.SchedSpec]) -> list[str]:
+    """LOCALITY_SCHED_EXTRA_FLAGS when one of specs gets them, else []."""
+    return run.extra_sched_flags() if any(s.name in run.EXTRA_FLAGS_TO for s in specs) else []
+
+
 def read_results(out: Path) -> dict | None:
     """out's results.json, None when there is none."""
     p = out / "results.json"
@@ -583,6 +590,10 @@ def resume_check(old: dict, specs: list[run.SchedSpec], benches: list[benchfile.
     labels = [s["label"] for s in old.get("scheds", [])]
     if labels != [s.label for s in specs]:
         return f"its schedulers are {', '.join(labels)}, not {', '.join(s.label for s in specs)}"
+    was, now_flags = old.get("sched_extra_flags") or [], extra_flags(specs)
+    if was != now_flags:
+        return (f"its scx_locality ran with {run.EXTRA_FLAGS_ENV}={shlex.join(was)!r}, now it is "
+                f"{shlex.join(now_flags)!r}")
     now = builds if builds is not None else build_ids(specs)
     for label, was in (old.get("builds") or {}).items():
         if now.get(label) != was:
@@ -707,6 +718,8 @@ def main(args) -> int:
         print(f"bench: this host: {m.summary()}", flush=True)
     print(f"bench: {m.name}, schedulers {', '.join(s.label for s in specs)}; {len(benches)} benchmark(s), "
           f"{total_cases} case(s), {args.runs} run(s); output in {out}", flush=True)
+    if extra_flags(specs):
+        print(f"bench: {run.extra_flags_note(extra_flags(specs))}", flush=True)
     if session is None:
         results = run_bench(m, specs, benches, args.runs, out, build=not args.no_build, command_line=cmdline,
                             resume=resume, memory_model=getattr(args, "memory_model", False))

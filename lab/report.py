@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from . import stats
@@ -714,6 +715,16 @@ def rq_interval(results: dict) -> dict:
             "rq_mean_ms": f"{span / n:.1f}" if n else "n/a"}
 
 
+def extra_flags_line(results: dict) -> str | None:
+    """What LOCALITY_SCHED_EXTRA_FLAGS (lab/run.py) appended to every scx_locality of the bench, None if nothing:
+    the report then never passes for one of the default flags."""
+    flags = results.get("sched_extra_flags") or []
+    if not flags:
+        return None
+    return (f"LOCALITY_SCHED_EXTRA_FLAGS={shlex.join(flags)}: appended to every scx_locality of this bench "
+            f"(its rows are not the default flags)")
+
+
 def write_report(out: Path) -> Path:
     from . import plots
 
@@ -733,7 +744,8 @@ def write_report(out: Path) -> Path:
              "- benchmarks: " + ", ".join(f"`{b.get('spec', n)}`" for n, b in results["benchmarks"].items()),
              f"- runs: {len(results.get('runs', []))} of {results.get('runs_requested')} requested; created "
              f"{results.get('created')}",
-             f"- command: `{results.get('command', '')}`", "",
+             f"- command: `{results.get('command', '')}`",
+             *([f"- **{extra_flags_line(results)}**"] if extra_flags_line(results) else []), "",
              "## Schedulers", "", "| scheduler | status | reason |", "|---|---|---|"]
     for s in status:
         lines.append(f"| `{s['label']}` | {s['status']} | {s['reason'].replace('|', '/') or ''} |")
@@ -818,7 +830,7 @@ def summary_text(out: Path) -> str:
     labels = [s["label"] for s in results["scheds"]]
     status = sched_status(results)
     failed = {s["label"] for s in status if s["status"] in ("failed", "not run")}
-    parts = []
+    parts = [extra_flags_line(results), ""] if extra_flags_line(results) else []
     for bname, bdef in results["benchmarks"].items():
         for fig in bdef["figures"]:
             table, _ = figure_table(results, bname, fig, labels, failed)

@@ -93,6 +93,75 @@ class UsageError(Exception):
     pass
 
 
+# Flags (split like a shell would) appended to every scx_locality the lab starts: bin/lab run, bench, soak and the
+# lab tests, so that e.g. `LOCALITY_SCHED_EXTRA_FLAGS=--no-cache-aware make lab-test` runs every lab test against
+# that variant (make test-mutants, lab/mutants.py). Both builds get them: scx_locality and scx_locality_baseline.
+EXTRA_FLAGS_ENV = "LOCALITY_SCHED_EXTRA_FLAGS"
+EXTRA_FLAGS_TO = ("scx_locality", image.BASELINE_NAME)
+# Options of scx_locality that may be given more than once (the Vec<_> and counted options of
+# scheduler/src/cli.rs; lab/tests/test_extra_flags.py keeps the two in step): an extra one adds to the step's own.
+REPEATABLE_OPTIONS = frozenset({"--memory-include", "--memory-exclude", "--verbose"})
+
+
+def extra_sched_flags() -> list[str]:
+    """The flags of LOCALITY_SCHED_EXTRA_FLAGS ([] when unset or blank)."""
+    text = os.environ.get(EXTRA_FLAGS_ENV, "")
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise UsageError(f"{EXTRA_FLAGS_ENV}={text!r} does not split like a shell would: {e}") from None
+
+
+def extra_flags_note(flags: list[str] | None = None) -> str | None:
+    """The one line every run log and report header carries when extra flags are set, None when none are."""
+    flags = extra_sched_flags() if flags is None else flags
+    if not flags:
+        return None
+    return (f"{EXTRA_FLAGS_ENV}={shlex.join(flags)}: appended to every {' and '.join(EXTRA_FLAGS_TO)} "
+            f"started here (not the default)")
+
+
+def _option_groups(args: list[str]) -> list[tuple[str | None, list[str]]]:
+    """args as (option name, its tokens): "--x=V" and "--x V" (a next token that does not start with "-" is the
+    value: scx_locality takes no positional argument when it schedules) are one group each; any other token
+    (a short flag such as -v) is a group of its own with no name."""
+    out: list[tuple[str | None, list[str]]] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--") and len(a) > 2:
+            name = a.split("=", 1)[0]
+            if "=" not in a and i + 1 < len(args) and not args[i + 1].startswith("-"):
+                out.append((name, [a, args[i + 1]]))
+                i += 2
+                continue
+            out.append((name, [a]))
+        else:
+            out.append((None, [a]))
+        i += 1
+    return out
+
+
+def _twin(name: str) -> str:
+    """--no-X for --X and --X for --no-X: the switch that undoes it."""
+    return "--" + name[5:] if name.startswith("--no-") else "--no-" + name[2:]
+
+
+def with_extra_flags(args: list[str], extra: list[str]) -> list[str]:
+    """A step's own scx_locality arguments with the extra flags last. The extra flags decide: an option they give
+    (or its --no- twin) is taken out of the step's own first, since scx_locality (clap) refuses a single-valued
+    option or switch given twice (exit 2) and --push-cross-node with --no-push-cross-node. So a step that runs
+    --exec-placement=least-loaded-always under LOCALITY_SCHED_EXTRA_FLAGS=--exec-placement=allowance runs
+    allowance, as every other step of the run does: every scx_locality the lab starts is the variant.
+    Repeatable options (REPEATABLE_OPTIONS, short flags) are added to the step's own."""
+    if not extra:
+        return list(args)
+    given = {name for name, _ in _option_groups(extra) if name and name not in REPEATABLE_OPTIONS}
+    drop = given | {_twin(n) for n in given}
+    kept = [tok for name, toks in _option_groups(args) if name not in drop for tok in toks]
+    return kept + list(extra)
+
+
 @dataclass
 class SchedSpec:
     """A scheduler to start in the guest: registry name, its arguments, the ops name to wait for."""
@@ -193,6 +262,8 @@ class RunResult:
     files: dict[str, str] = field(default_factory=dict)
     # records of the guest that the lab refused (bad file names, sizes, junk); nothing of them was written
     guest_errors: list[str] = field(default_factory=list)
+    # LOCALITY_SCHED_EXTRA_FLAGS as this run appended them to every scx_locality it started ([]: none)
+    sched_extra_flags: list[str] = field(default_factory=list)
 
     def exit_code(self) -> int:
         if self.guest_errors:  # the guest's report cannot be trusted
@@ -243,9 +314,17 @@ class JobPlace:
 GUEST = JobPlace()
 
 
+def sched_args(spec: SchedSpec) -> list[str]:
+    """The arguments spec's scheduler is started with: its own, and LOCALITY_SCHED_EXTRA_FLAGS for scx_locality."""
+    if spec.name in EXTRA_FLAGS_TO:
+        return with_extra_flags(spec.args, extra_sched_flags())
+    return list(spec.args)
+
+
 def _sched_command(spec: SchedSpec, override_path: str | None, place: JobPlace = GUEST) -> list[str]:
-    args = list(spec.args)
-    if spec.name in ("scx_locality", image.BASELINE_NAME) and override_path and "--topology-override" not in args:
+    args = sched_args(spec)
+    if spec.name in ("scx_locality", image.BASELINE_NAME) and override_path and \
+            "--topology-override" not in (name for name, _ in _option_groups(args)):
         args += ["--topology-override", override_path]
     binary = place.sched_bins[spec.name] if place.sched_bins is not None else f"/usr/local/bin/{spec.name}"
     return [binary, *args]
@@ -257,6 +336,9 @@ def job_script(steps: list[Step], m: machines.Machine | None, place: JobPlace = 
     q = shlex.quote
     out = ["#!/bin/sh", "# Generated by lab/run.py for one " + ("boot." if place.guest else "bench run on the host."),
            f". {q(place.lib)}"]
+    note = extra_flags_note()
+    if note and any(st.sched.name in EXTRA_FLAGS_TO for st in steps):
+        out += [f"# {note}", f"echo {q('lab: ' + note)}"]
     if place.guest:
         out += ['lab_rec "booted $(cut -d" " -f1 /proc/uptime)"',
                 "if ! lab_check_topology; then lab_finish; exit 0; fi"]
@@ -802,6 +884,8 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
     initrd = run_dir / "initrd.img"
     result = RunResult(machine=m.name, run_dir=str(run_dir), kernel_log=str(run_dir / "kernel.log"),
                        topology_expected=expected_topology_text(m).splitlines())
+    if any(s.sched.name in EXTRA_FLAGS_TO for s in steps):
+        result.sched_extra_flags = extra_sched_flags()
     proc = None
     try:
         job_cpio = image.job_archive(job_files, run_dir / "job.cpio")
@@ -813,6 +897,8 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
         cmd = qemu_command(m, vmlinuz, initrd, ctl, run_dir / memmodel.LOG_NAME if memory_model else None)
         (run_dir / "qemu.cmd").write_text(shlex.join(cmd) + "\n")
         log(f"lab: booting {m.name} ({m.nr_cpus} vCPUs, kernel {rel}); run folder {run_dir}")
+        if result.sched_extra_flags:
+            log(f"lab: {extra_flags_note(result.sched_extra_flags)}")
         host0, own0 = host_cpu_seconds(), own_cpu_seconds()
         t0 = time.monotonic()
         with signals_held():  # no signal between QEMU's start and its registration

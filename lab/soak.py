@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ def case_steps(sched: run.SchedSpec, cases: list[Case], fast: bool) -> list[run.
     for c in cases:
         args = c.fast_args if fast else c.full_args
         if c.loads_scheduler_itself:
-            step_sched, command = run.parse_sched("eevdf"), f"/lab/reliability/{c.script} {args} {' '.join(sched.args)}"
+            step_sched, command = run.parse_sched("eevdf"), f"/lab/reliability/{c.script} {args} {shlex.join(run.sched_args(sched))}"
         else:
             step_sched, command = sched, f"/lab/reliability/{c.script} {args}"
         steps.append(run.Step(step_sched, command.strip(), timeout_s=c.budget_s[0] if fast else c.budget_s[1]))
@@ -165,7 +166,8 @@ def failure_tail(run_dir: Path, lines: int = 40) -> str:
 
 
 def summary_md(rounds: list[dict], machine: str, sched: str, minutes: float) -> str:
-    lines = [f"# Soak: {sched} on {machine}", "",
+    note = run.extra_flags_note()
+    lines = [f"# Soak: {sched} on {machine}", "", *([f"**{note}**", ""] if note and sched.split(":")[0] in run.EXTRA_FLAGS_TO else []),
              f"{len(rounds)} round(s) in {minutes:.1f} minutes; each round is one boot running every case.", "",
              "| round | case | what | result | seconds | why |", "|---|---|---|---|---|---|"]
     for r in rounds:
@@ -250,6 +252,8 @@ def _write_summary(base: Path, m: machines.Machine, sched: run.SchedSpec, rounds
                    minutes_limit: float) -> int:
     elapsed = (time.monotonic() - t0) / 60
     (base / "summary.json").write_text(json.dumps({"machine": m.name, "sched": sched.label, "minutes": elapsed,
+                                                   "sched_extra_flags": run.extra_sched_flags()
+                                                   if sched.name in run.EXTRA_FLAGS_TO else [],
                                                    "minutes_limit": minutes_limit, "rounds": rounds},
                                                   indent=1) + "\n")
     md = summary_md(rounds, m.name, sched.label, elapsed)

@@ -18,3 +18,11 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "lab: boots a QEMU guest (slow; needs bin/lab setup)")
     config.addinivalue_line("markers", "lab_all: boots every machine or loads every switch (make test-lab-all; "
                                        "not in make test)")
+
+
+@pytest.fixture(autouse=True)
+def _no_extra_sched_flags_in_unit_tests(request, monkeypatch):
+    """LOCALITY_SCHED_EXTRA_FLAGS (lab/run.py) is for the lab tests, which boot the variant it names; the host's
+    unit tests check the lab's own output, which must not change with it."""
+    if not (request.node.get_closest_marker("lab") or request.node.get_closest_marker("lab_all")):
+        monkeypatch.delenv("LOCALITY_SCHED_EXTRA_FLAGS", raising=False)
