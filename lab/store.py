@@ -448,6 +448,9 @@ def add_folder(store: Path, folder: Path, stamp: dict | None = None, estimate_s=
         raise StoreError(f"{folder}: no results.json to store ({e})") from None
     if not any(run.get("steps") for run in results.get("runs", [])):
         raise StoreError(f"{folder}: it holds no run")
+    if results.get("sched_extra_flags"):  # a variant (lab/run.py): its cells would pass for the default's
+        raise StoreError(f"{folder}: its scx_locality ran with LOCALITY_SCHED_EXTRA_FLAGS="
+                         f"{' '.join(results['sched_extra_flags'])}, not its default flags")
     if stamp is None:
         stamp = current_stamp()
     cells = cells_from_results(results, folder_date(folder), stamp, runner, estimate_s)

@@ -201,3 +201,17 @@ def test_appending_twice_is_refused_by_the_binary():
     if ok is None:
         pytest.skip(why)
     assert ok is False and why.startswith("exit 2:"), why
+
+
+def test_the_results_store_refuses_a_variant(tmp_path):
+    """A bench of extra flags never becomes a cell of the results page (lab/store.py), where it would pass for
+    the default flags' figures."""
+    from lab import store
+
+    data = json.loads((paths.REPO / "lab" / "tests" / "data" / "spr-cache-hackbench.json").read_text())
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    data["sched_extra_flags"] = ["--no-cache-aware"]
+    (folder / "results.json").write_text(json.dumps(data))
+    with pytest.raises(store.StoreError, match=f"{ENV}=--no-cache-aware"):
+        store.add_folder(tmp_path / "store", folder, stamp={})
