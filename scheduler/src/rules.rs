@@ -87,6 +87,21 @@ mod numa {
             least: *const NumaNodeFig,
         ) -> bool;
         fn rules_numa_new_stays_least_loaded(parent_nr: u32, least_nr: u32) -> bool;
+        fn rules_numa_least(
+            nr: *const u32,
+            load: *const u32,
+            nr_nodes: u32,
+            skip: u64,
+            least_nr: *mut u32,
+        ) -> i32;
+        fn rules_numa_new_least_loaded(
+            nr: *const u32,
+            load: *const u32,
+            nr_nodes: u32,
+            tried: u64,
+            src: u32,
+            parent_nr: u32,
+        ) -> i32;
         fn rules_numa_new_cpu_quiet(cpu_nr: u32) -> bool;
         fn rules_numa_claim(placed: *mut u32, seen: u32) -> bool;
         fn rules_numa_may_gather(mode: u32, to: *const NumaNodeFig, from: *const NumaNodeFig) -> bool;
@@ -534,16 +549,64 @@ mod numa {
         assert_eq!(placed.load(SeqCst), 2 * ONE);
     }
 
-    /// One choice of numa_place_new() (numa.bpf.c, --exec-placement=least-loaded)
-    /// for a program on node `src`, on nodes whose only tasks are the programs
-    /// counted there (in BPF each shows at once as the idle CPU it took): the
-    /// other node with the fewest (lowest id on a tie) and rule 3; returns
-    /// the node and the placed figure the choice read there, for its claim.
+    /// numa_rule_least(): the node not in `skip` with the fewest `nr` (then
+    /// the lower `load`, then the lower id) and its count; None if none.
+    fn least(nr: &[u32], load: &[u32], skip: u64) -> Option<(usize, u32)> {
+        assert_eq!(nr.len(), load.len());
+        let mut least_nr = 0;
+        let d = unsafe { rules_numa_least(nr.as_ptr(), load.as_ptr(), nr.len() as u32, skip, &mut least_nr) };
+        usize::try_from(d).ok().map(|d| (d, least_nr))
+    }
+
+    /// numa_rule_new_least_loaded(): where a program on node `src` goes
+    /// (`src`: it stays), None when every node was tried.
+    fn new_least_loaded(nr: &[u32], load: &[u32], tried: u64, src: usize, parent_nr: u32) -> Option<usize> {
+        assert_eq!(nr.len(), load.len());
+        let d = unsafe {
+            rules_numa_new_least_loaded(nr.as_ptr(), load.as_ptr(), nr.len() as u32, tried, src as u32, parent_nr)
+        };
+        usize::try_from(d).ok()
+    }
+
+    /// A program on node `src` chooses (numa_place_new(), least-loaded) on
+    /// nodes whose only tasks are the programs counted there: each shows in
+    /// BPF's count of tasks now at once, as the idle CPU it took, so the
+    /// figures the rule gets are the placed counts. Returns the node and the
+    /// placed figure read there, for its claim.
     fn choose(placed: &[AtomicU32], src: usize) -> (usize, u32) {
         let seen: Vec<u32> = placed.iter().map(|p| p.load(SeqCst)).collect();
-        let least = (0..seen.len()).filter(|&n| n != src).min_by_key(|&n| seen[n]).unwrap();
-        let d = if new_stays_least_loaded(seen[src] / ONE, seen[least] / ONE) { src } else { least };
+        let nr: Vec<u32> = seen.iter().map(|&p| p / ONE).collect();
+        let d = new_least_loaded(&nr, &seen, 1 << src, src, nr[src]).expect("another node");
         (d, seen[d])
+    }
+
+    #[test]
+    fn least_loaded_node_by_tasks_then_load_then_id() {
+        // fewest tasks now
+        assert_eq!(least(&[3, 1, 2, 1], &[0, 9, 0, 5], 0), Some((3, 1)));
+        // on a tie in load too, the lower id
+        assert_eq!(least(&[3, 1, 2, 1], &[0, 5, 0, 5], 0), Some((1, 1)));
+        // skipped nodes are not looked at
+        assert_eq!(least(&[3, 1, 2, 1], &[0, 5, 0, 5], 0b1010), Some((2, 2)));
+        // every node skipped: none
+        assert_eq!(least(&[3, 1], &[0, 0], 0b11), None);
+        assert_eq!(least(&[], &[], 0), None);
+        // no counts (allowance, the cross-node candidates): by the decayed load
+        assert_eq!(least(&[0; 4], &[4 * ONE, ONE, ONE / 2, 3 * ONE], 1), Some((2, 0)));
+    }
+
+    #[test]
+    fn a_new_program_goes_to_the_least_loaded_node_or_stays() {
+        // one task by the parent, none elsewhere: to the first idle node
+        assert_eq!(new_least_loaded(&[1, 0, 0, 0], &[0; 4], 1, 0, 1), Some(1));
+        // every node runs as many: stays
+        assert_eq!(new_least_loaded(&[1, 1, 1, 1], &[0; 4], 1, 0, 1), Some(0));
+        // node 1 tried already (claimed, no idle CPU there): the next one
+        assert_eq!(new_least_loaded(&[2, 0, 1, 1], &[0; 4], 0b11, 0, 2), Some(2));
+        // the parent's count is the one BPF read, not nr[src]
+        assert_eq!(new_least_loaded(&[0, 1, 1, 1], &[0; 4], 1, 0, 2), Some(1));
+        // every other node tried: none
+        assert_eq!(new_least_loaded(&[2, 0], &[0; 2], 0b11, 0, 2), None);
     }
 
     #[test]
@@ -695,23 +758,33 @@ mod cache {
         fn rules_cache_thread_util(total: u64, epoch_ns: u64, nr_threads: u32) -> u64;
         fn rules_cache_cores(cpus: u32, smt: u32) -> u32;
         fn rules_cache_decay(occ: u64, epochs: u64) -> u64;
-        fn rules_cache_scan_start(s: *mut CacheScan);
-        fn rules_cache_scan(
-            s: *mut CacheScan,
-            llc: u32,
-            occ: u64,
-            homed: bool,
-            at_home: bool,
-            load: u32,
-        );
-        fn rules_cache_pick(
-            s: *const CacheScan,
+        static rules_cache_epoch_llcs_layout: [usize; 5];
+        #[allow(clippy::too_many_arguments)]
+        fn rules_cache_epoch(
+            l: *const CacheEpochLlcs,
+            n: u32,
+            home: i32,
             cur: i32,
-            cur_at_home: bool,
             cur_occ: u64,
+            wait: u64,
             switch_ratio: u32,
+            epoch_ns: u64,
+            aggr_tol: u32,
+            s: *mut CacheScan,
+            verdict: *mut u32,
         ) -> i32;
-        fn rules_cache_verdict(total: u64, cores: u32, epoch_ns: u64, aggr_tol: u32) -> u32;
+    }
+
+    const MAX_LLCS: usize = intf::locality_consts_CACHE_MAX_LLCS as usize;
+
+    /// `struct cache_epoch_llcs`: what the epoch re-evaluation reads of each LLC.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    struct CacheEpochLlcs {
+        occ: [u64; MAX_LLCS],
+        load: [u32; MAX_LLCS],
+        node: [i32; MAX_LLCS],
+        cores: [u32; MAX_LLCS],
     }
 
     fn overloaded(load: u32, util: u32, cpus: u32) -> bool {
@@ -771,20 +844,6 @@ mod cache {
     fn decay(occ: u64, epochs: u64) -> u64 {
         unsafe { rules_cache_decay(occ, epochs) }
     }
-    fn scan_start() -> CacheScan {
-        let mut s = CacheScan::default();
-        unsafe { rules_cache_scan_start(&mut s) };
-        s
-    }
-    fn scan(s: &mut CacheScan, llc: u32, occ: u64, homed: bool, at_home: bool, load: u32) {
-        unsafe { rules_cache_scan(s, llc, occ, homed, at_home, load) }
-    }
-    fn pick(s: &CacheScan, cur: i32, cur_at_home: bool, cur_occ: u64, switch_ratio: u32) -> i32 {
-        unsafe { rules_cache_pick(s, cur, cur_at_home, cur_occ, switch_ratio) }
-    }
-    fn verdict(total: u64, cores: u32, epoch_ns: u64, aggr_tol: u32) -> u32 {
-        unsafe { rules_cache_verdict(total, cores, epoch_ns, aggr_tol) }
-    }
 
     /// A process's occupancy of one LLC as cache_new_epoch() sees it, just
     /// after the decay, when `threads` threads have run there all the time
@@ -806,6 +865,14 @@ mod cache {
             offset_of!(CacheScan, idle_best),
         ];
         assert_eq!(unsafe { rules_cache_scan_layout }, layout);
+        let layout = [
+            size_of::<CacheEpochLlcs>(),
+            offset_of!(CacheEpochLlcs, occ),
+            offset_of!(CacheEpochLlcs, load),
+            offset_of!(CacheEpochLlcs, node),
+            offset_of!(CacheEpochLlcs, cores),
+        ];
+        assert_eq!(unsafe { rules_cache_epoch_llcs_layout }, layout);
     }
 
     const EP: u64 = 10_000_000;
@@ -829,9 +896,62 @@ mod cache {
         load: &'a [u32],
     }
 
-    /// The rules in the order cache_new_epoch() (cache.bpf.c) calls them,
-    /// after the decay: scan every LLC, pick, verdict on the LLC picked.
-    /// `cur`: the current preference; `home`: the process's home node.
+    /// cache_rule_epoch(), as cache_new_epoch() (cache.bpf.c) calls it after
+    /// the decay: `occ` the decayed occupancy of each LLC, `cur` the current
+    /// preference (its occupancy is the decayed one), `home` the process's
+    /// home node, `wait` the decayed time its threads waited to run.
+    #[allow(clippy::too_many_arguments)]
+    fn choose_waited(
+        occ: &[u64],
+        cur: Option<usize>,
+        home: Option<usize>,
+        switch_ratio: u32,
+        aggr_tol: u32,
+        epoch_ns: u64,
+        llcs: &Llcs,
+        wait: u64,
+    ) -> Pref {
+        let mut l = CacheEpochLlcs {
+            occ: [0; MAX_LLCS],
+            load: [0; MAX_LLCS],
+            node: [0; MAX_LLCS],
+            cores: [0; MAX_LLCS],
+        };
+        for (i, &v) in occ.iter().enumerate() {
+            l.occ[i] = v;
+            l.load[i] = llcs.load[i];
+            l.node[i] = llcs.node[i] as i32;
+            l.cores[i] = llcs.cores[i];
+        }
+        let (mut s, mut verdict) = (CacheScan::default(), u32::MAX);
+        let best = unsafe {
+            rules_cache_epoch(
+                &l,
+                occ.len() as u32,
+                home.map_or(-1, |h| h as i32),
+                cur.map_or(-1, |c| c as i32),
+                cur.map_or(0, |c| occ[c]),
+                wait,
+                switch_ratio,
+                epoch_ns,
+                aggr_tol,
+                &mut s,
+                &mut verdict,
+            )
+        };
+        let Ok(best) = usize::try_from(best) else {
+            return Pref::None;
+        };
+        assert_eq!(s.total, occ.iter().sum::<u64>());
+        let [keep, fit] = unsafe { rules_cache_pref_verdicts };
+        match verdict {
+            v if v == keep => Pref::Llc(best),
+            v if v == fit => Pref::DropFit,
+            v => panic!("verdict {v}"),
+        }
+    }
+
+    /// The same for threads that never waited to run.
     fn choose(
         occ: &[u64],
         cur: Option<usize>,
@@ -841,31 +961,7 @@ mod cache {
         epoch_ns: u64,
         llcs: &Llcs,
     ) -> Pref {
-        let at_home = |l: usize| home.is_none_or(|h| llcs.node[l] == h);
-        let mut s = scan_start();
-        for (i, &v) in occ.iter().enumerate() {
-            scan(
-                &mut s,
-                i as u32,
-                v,
-                home.is_some(),
-                at_home(i),
-                llcs.load[i],
-            );
-        }
-        let best = match cur {
-            Some(c) => pick(&s, c as i32, at_home(c), occ[c], switch_ratio),
-            None => pick(&s, -1, home.is_none(), 0, switch_ratio),
-        };
-        let Ok(best) = usize::try_from(best) else {
-            return Pref::None;
-        };
-        let [keep, fit] = unsafe { rules_cache_pref_verdicts };
-        match verdict(s.total, llcs.cores[best], epoch_ns, aggr_tol) {
-            v if v == keep => Pref::Llc(best),
-            v if v == fit => Pref::DropFit,
-            v => panic!("verdict {v}"),
-        }
+        choose_waited(occ, cur, home, switch_ratio, aggr_tol, epoch_ns, llcs, 0)
     }
 
     const NODE0: [usize; 2] = [0, 0];
@@ -937,10 +1033,14 @@ mod cache {
         // runnable, not only running: a process kept in a 4-core LLC never
         // runs more than 4 threads there, however many wait; cache_new_epoch()
         // adds the threads' decayed waiting time to the occupancy
-        let [keep, fit] = unsafe { rules_cache_pref_verdicts };
-        assert_eq!(verdict(steady(3.9), 4, EP, 1), keep);
-        assert_eq!(verdict(steady(3.9) + steady(1.5), 4, EP, 1), fit);
-        assert_eq!(verdict(steady(2.0) + steady(1.5), 4, EP, 1), keep);
+        let occ = [steady(3.9), 0];
+        assert_eq!(choose_waited(&occ, None, None, 2, 1, EP, &l, 0), Pref::Llc(0));
+        assert_eq!(choose_waited(&occ, None, None, 2, 1, EP, &l, steady(1.5)), Pref::DropFit);
+        assert_eq!(choose_waited(&[steady(2.0), 0], None, None, 2, 1, EP, &l, steady(1.5)), Pref::Llc(0));
+        // the waits count against the LLC picked, also when kept by hysteresis
+        let occ = [steady(2.0), steady(3.0)];
+        assert_eq!(choose_waited(&occ, Some(0), None, 2, 1, EP, &l, steady(1.5)), Pref::DropFit);
+        assert_eq!(choose_waited(&occ, Some(0), None, 2, 100, EP, &l, steady(1.5)), Pref::Llc(0));
         // tolerance 2 doubles the limit; 100 removes it
         assert_eq!(choose(&[steady(4.4), 0], None, None, 2, 2, EP, &l), Pref::Llc(0));
         assert_eq!(choose(&[steady(100.0), 0], None, None, 2, 100, EP, &l), Pref::Llc(0));

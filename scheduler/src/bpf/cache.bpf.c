@@ -35,7 +35,7 @@
  *   - dropped (pref = -1) when the process's runnable threads, estimated
  *     as (sum(occ) + wait) / epoch right after the decay, wait being the
  *     time its threads waited to run, decayed alike (ops.running adds it,
- *     cache_running(); cache_rule_verdict()),
+ *     cache_running(); cache_rule_epoch(), cache_rule_verdict()),
  *     are more than aggr_tolerance times the LLC's cores (CPUs / SMT
  *     width, llc_nr_cores(); aggr_tolerance 100 = never). An overloaded
  *     LLC does not drop it: as in the series, the gates decide each move.
@@ -169,6 +169,14 @@ struct {
 	__type(key, u32);
 	__type(value, struct cache_proc);
 } cache_tmpl SEC(".maps");
+
+/* what cache_new_epoch() hands cache_rule_epoch() of each LLC; per CPU: too big for the stack */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct cache_epoch_llcs);
+} cache_epoch_scratch SEC(".maps");
 
 /* ---- the rules are in cache_rules.h, tested by src/rules.rs ---- */
 
@@ -348,33 +356,38 @@ static __always_inline u64 cache_decay_slot(u64 *slot, u64 d)
  */
 static __noinline void cache_new_epoch(struct cache_proc *e, u64 d, s32 home)
 {
+	struct cache_epoch_llcs *l;
 	struct cache_scan scan;
+	u32 i, n = nr_llcs, verdict = CACHE_PREF_KEEP, zero = 0;
 	s32 best, cur;
-	u32 i, n = nr_llcs, verdict;
+	u64 wait;
 
 	if (!e)
 		return;
+	l = bpf_map_lookup_elem(&cache_epoch_scratch, &zero);
+	if (!l)
+		return;
 	if (n > CACHE_MAX_LLCS)
 		n = CACHE_MAX_LLCS;
-	cache_rule_scan_start(&scan);
 	bpf_for(i, 0, n) {
-		u64 v = cache_decay_slot(&e->occ[i & CLLC_MASK], d);
+		u32 k = i & CLLC_MASK;
 
-		cache_rule_scan(&scan, i, v, home >= 0, home < 0 || cache_llc_node(i) == home,
-				llc_load[i & LLC_MASK]);
+		l->occ[k] = cache_decay_slot(&e->occ[k], d);
+		l->load[k] = llc_load[i & LLC_MASK];
+		l->node[k] = cache_llc_node(i);
+		l->cores[k] = llc_nr_cores(i);
 	}
 	/* the time its threads waited to run decays with the runtime */
 	cache_decay_slot(&e->wait, d);
 	cur = e->pref_llc;
-	best = cache_rule_pick(&scan, cur, home < 0 || (cur >= 0 && cache_llc_node(cur) == home),
-			       e->occ[cur & CLLC_MASK], cache_switch_ratio);
+	wait = READ_ONCE(e->wait);
+	best = cache_rule_epoch(l, n, home, cur, e->occ[cur & CLLC_MASK], wait, cache_switch_ratio,
+				cache_epoch_ns, cache_aggr_tol, &scan, &verdict);
 	if (best < 0) {
 		e->pref_llc = -1;
 		return;
 	}
 	e->thread_util = cache_rule_thread_util(scan.total, cache_epoch_ns, e->nr_threads);
-	verdict = cache_rule_verdict(scan.total + READ_ONCE(e->wait), llc_nr_cores(best),
-				     cache_epoch_ns, cache_aggr_tol);
 	if (verdict != CACHE_PREF_KEEP) {
 		if (cur >= 0)
 			stat_inc(STAT_CACHE_DROP_FIT);

@@ -137,7 +137,8 @@ static __always_inline u64 cache_rule_decay(u64 occ, u64 epochs)
 /*
  * The epoch re-evaluation of a process's preferred LLC, in three steps:
  * cache_rule_scan() over every LLC (after the decay), cache_rule_pick(),
- * then cache_rule_verdict() on the LLC picked.
+ * then cache_rule_verdict() on the LLC picked; cache_rule_epoch() takes
+ * them in that order.
  */
 struct cache_scan {
 	u64 best_occ;	/* largest occupancy of a candidate */
@@ -228,6 +229,50 @@ static __always_inline u32 cache_rule_verdict(u64 total, u32 cores, u64 epoch_ns
 	if (aggr_tol < 100 && total > limit * aggr_tol)
 		return CACHE_PREF_DROP_FIT;
 	return CACHE_PREF_KEEP;
+}
+
+/* what the epoch re-evaluation reads of each LLC (cache.bpf.c's cache_new_epoch() fills it) */
+struct cache_epoch_llcs {
+	u64 occ[CACHE_MAX_LLCS];	/* the process's occupancy there, just decayed */
+	u32 load[CACHE_MAX_LLCS];	/* runnable load (llc_load) */
+	s32 node[CACHE_MAX_LLCS];	/* its node, -1 unknown */
+	u32 cores[CACHE_MAX_LLCS];	/* its cores (cache_rule_cores()) */
+};
+
+/*
+ * The epoch re-evaluation of a process's preferred LLC (cache_new_epoch()),
+ * after the decay: cache_rule_scan() over the @n LLCs of @l, candidates in
+ * the home node @home only (-1: no home, every LLC); cache_rule_pick()
+ * against the current preference @cur (-1 none; @cur_occ its occupancy);
+ * then cache_rule_verdict() on the LLC picked, of the runtime of every LLC
+ * plus @wait, the time the threads waited to run (decayed with it).
+ * Returns the LLC picked, -1 for none (no verdict then); its verdict in
+ * *@verdict, the scan in *@s (its total gives the thread utilisation).
+ */
+static __always_inline s32 cache_rule_epoch(const struct cache_epoch_llcs *l, u32 n, s32 home,
+					    s32 cur, u64 cur_occ, u64 wait, u32 switch_ratio,
+					    u64 epoch_ns, u32 aggr_tol, struct cache_scan *s,
+					    u32 *verdict)
+{
+	s32 best;
+	u32 i;
+
+	cache_rule_scan_start(s);
+	rules_for(i, 0, n) {
+		u32 k = i & (CACHE_MAX_LLCS - 1);
+
+		if (i >= CACHE_MAX_LLCS)
+			break;
+		cache_rule_scan(s, k, l->occ[k], home >= 0, home < 0 || l->node[k] == home, l->load[k]);
+	}
+	best = cache_rule_pick(s, cur,
+			       home < 0 || (cur >= 0 && l->node[cur & (CACHE_MAX_LLCS - 1)] == home),
+			       cur_occ, switch_ratio);
+	if (best < 0)
+		return -1;
+	*verdict = cache_rule_verdict(s->total + wait, l->cores[best & (CACHE_MAX_LLCS - 1)], epoch_ns,
+				      aggr_tol);
+	return best;
 }
 
 #endif /* __LOCALITY_CACHE_RULES_H */

@@ -108,7 +108,7 @@
  *    CPU runs at most one other task (numa_cpu_nr_now(),
  *    numa_rule_new_cpu_quiet()); else starts on the node with the
  *    fewest tasks now whenever it has fewer than the parent's node without
- *    the program (numa_nr_now(), numa_rule_new_stays_least_loaded(); counted
+ *    the program (numa_nr_now(), numa_rule_new_least_loaded(); counted
  *    at the decision, not averaged). --exec-placement=least-loaded-always
  *    skips the first test. --exec-placement=allowance:
  *    stays near its parent (normal push) while the parent's node is
@@ -400,39 +400,52 @@ static __always_inline u32 numa_cpu_nr_now(s32 c, s32 self_cpu)
 	return nr + numa_cpu_queued(c);
 }
 
-/*
- * The node not in @skip (a mask of node ids) with the lowest decayed load,
- * or, @by_tasks, with the fewest tasks now (numa_nr_now(); on a tie the
- * lower decayed load), its count of tasks in *@nr; -1 if none.
- */
-static s32 numa_least(u64 skip, bool by_tasks, s32 self_cpu, u32 *nr)
-{
-	u32 i, l = 0, best_nr = ~0U, best_load = ~0U;
-	s32 best = -1;
+/* what rule 3's choice (numa_rule_least()) reads of each node; per CPU: too big for the stack */
+struct numa_least_figs {
+	u32 nr[MAX_NODES];	/* tasks now (numa_nr_now()), or 0: by the decayed load alone */
+	u32 load[MAX_NODES];	/* decayed load (node_load_now()) */
+};
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct numa_least_figs);
+} numa_least_scratch SEC(".maps");
+
+/*
+ * This CPU's figures for rule 3's choice, filled for the nodes not in
+ * @skip (a mask of node ids): with @by_tasks the tasks on each now
+ * (numa_nr_now()), else 0, and each one's decayed load. NULL if the
+ * scratch cannot be had (never: a per-CPU array of one entry).
+ */
+static __always_inline struct numa_least_figs *numa_least_fill(u64 skip, bool by_tasks,
+								s32 self_cpu)
+{
+	struct numa_least_figs *f;
+	u32 i, zero = 0;
+
+	f = bpf_map_lookup_elem(&numa_least_scratch, &zero);
+	if (!f)
+		return NULL;
 	bpf_for(i, 0, nr_nodes) {
 		if (i >= MAX_NODES)
 			break;
 		if (skip & (1ULL << i))
 			continue;
-		if (by_tasks)
-			l = numa_nr_now(i, self_cpu);
-		if (l < best_nr || (l == best_nr && node_load_now(i) < best_load)) {
-			best_nr = l;
-			best_load = node_load_now(i);
-			best = i;
-		}
+		f->nr[i & NODE_MASK] = by_tasks ? numa_nr_now(i, self_cpu) : 0;
+		f->load[i & NODE_MASK] = node_load_now(i);
 	}
-	*nr = best_nr;
-	return best;
+	return f;
 }
 
-/* the least loaded node not in @skip, by the decayed load, or -1 */
+/* the least loaded node not in @skip, by the decayed load, or -1 (numa_rule_least()) */
 static s32 numa_least_loaded(u64 skip)
 {
+	struct numa_least_figs *f = numa_least_fill(skip, false, -1);
 	u32 nr;
 
-	return numa_least(skip, false, -1, &nr);
+	return f ? numa_rule_least(f->nr, f->load, nr_nodes, skip, &nr) : -1;
 }
 
 /* rule 4 for @tctx's task (none: may) */
@@ -723,10 +736,11 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u32 cause,
 			    bool again)
 {
+	struct numa_least_figs *f;
 	struct numa_node_fig sf, df;
 	struct task_struct *cur;
 	struct task_ctx *tctx;
-	u32 src, k, try, parent_nr = 0, least_nr;
+	u32 src, k, try, parent_nr = 0;
 	s32 d, cpu, self_cpu = -1;
 	u64 now, tried;
 
@@ -763,15 +777,19 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 			parent_nr = numa_nr_now(src, self_cpu);
 		tried = 1ULL << src;
 		bpf_for(k, 1, nr_nodes) {
-			if (place_least_loaded)
-				d = numa_least(tried, true, self_cpu, &least_nr);
-			else
+			if (place_least_loaded) {
+				/* the least loaded other node, or src when it stays there */
+				f = numa_least_fill(tried, true, self_cpu);
+				d = f ? numa_rule_new_least_loaded(f->nr, f->load, nr_nodes, tried,
+								   src, parent_nr) : -1;
+			} else {
 				d = numa_least_loaded(tried);
+			}
 			if (d < 0)
 				break;
 			df = numa_fig(d);
 			if (place_least_loaded)
-				stays = numa_rule_new_stays_least_loaded(parent_nr, least_nr);
+				stays = d == (s32)src;
 			else
 				stays = numa_rule_new_stays(numa_mode, &sf, &df);
 			if (stays) {

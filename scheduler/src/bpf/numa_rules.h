@@ -289,6 +289,59 @@ static __always_inline bool numa_rule_new_stays_least_loaded(u32 parent_nr, u32 
 }
 
 /*
+ * Rule 3's least loaded node, over per-node figures: of the nodes
+ * 0..@nr_nodes-1 not in @skip (a mask of node ids), the one with the
+ * fewest tasks @nr[] (all 0: by the decayed load alone, as
+ * --exec-placement=allowance and the cross-node candidates choose), on a
+ * tie the one with the lower decayed load @load[], then the lower id. Its
+ * count of tasks in *@least_nr (~0 if none); -1 if every node is skipped.
+ * numa.bpf.c's numa_least_fill() fills @nr (numa_nr_now(): tasks on the
+ * node now) and @load (node_load + node_placed) for the nodes not skipped.
+ */
+static __always_inline s32 numa_rule_least(const u32 *nr, const u32 *load, u32 nr_nodes, u64 skip,
+					   u32 *least_nr)
+{
+	u32 i, best_nr = ~0U, best_load = ~0U;
+	s32 best = -1;
+
+	rules_for(i, 0, nr_nodes) {
+		u32 n = i & (MAX_NODES - 1);
+
+		if (i >= MAX_NODES)
+			break;
+		if (skip & (1ULL << n))
+			continue;
+		if (nr[n] < best_nr || (nr[n] == best_nr && load[n] < best_load)) {
+			best_nr = nr[n];
+			best_load = load[n];
+			best = n;
+		}
+	}
+	*least_nr = best_nr;
+	return best;
+}
+
+/*
+ * Rule 3, least-loaded form (--exec-placement=least-loaded): one choice for
+ * a new program on node @src, which runs @parent_nr tasks now. The least
+ * loaded node not in @tried (numa_rule_least() over @nr and @load; @tried
+ * holds @src), or @src itself when the program stays by its parent
+ * (numa_rule_new_stays_least_loaded()); -1 when every node was tried.
+ * numa_place_new() calls it once per node it tries: a node whose claim
+ * holds but has no idle CPU for the program joins @tried.
+ */
+static __always_inline s32 numa_rule_new_least_loaded(const u32 *nr, const u32 *load, u32 nr_nodes,
+						      u64 tried, u32 src, u32 parent_nr)
+{
+	u32 least_nr;
+	s32 d = numa_rule_least(nr, load, nr_nodes, tried, &least_nr);
+
+	if (d < 0)
+		return -1;
+	return numa_rule_new_stays_least_loaded(parent_nr, least_nr) ? (s32)src : d;
+}
+
+/*
  * Rule 3's first test in Bligh and Hohnbaum's exec balancing
  * (sched_best_cpu(): `nr_running <= 2`): a new program whose own CPU runs
  * @cpu_nr tasks, itself included, stays there, without a look at the other

@@ -40,6 +40,14 @@ const size_t rules_cache_scan_layout[] = {
 	offsetof(struct cache_scan, idle_best),
 };
 
+const size_t rules_cache_epoch_llcs_layout[] = {
+	sizeof(struct cache_epoch_llcs),
+	offsetof(struct cache_epoch_llcs, occ),
+	offsetof(struct cache_epoch_llcs, load),
+	offsetof(struct cache_epoch_llcs, node),
+	offsetof(struct cache_epoch_llcs, cores),
+};
+
 const u32 rules_numa_mark_verdicts[] = {
 	NUMA_MARK_OTHER,
 	NUMA_MARK_MINE,
@@ -101,6 +109,17 @@ bool rules_numa_new_stays(u32 mode, const struct numa_node_fig *parent,
 bool rules_numa_new_stays_least_loaded(u32 parent_nr, u32 least_nr)
 {
 	return numa_rule_new_stays_least_loaded(parent_nr, least_nr);
+}
+
+s32 rules_numa_least(const u32 *nr, const u32 *load, u32 nr_nodes, u64 skip, u32 *least_nr)
+{
+	return numa_rule_least(nr, load, nr_nodes, skip, least_nr);
+}
+
+s32 rules_numa_new_least_loaded(const u32 *nr, const u32 *load, u32 nr_nodes, u64 tried, u32 src,
+				u32 parent_nr)
+{
+	return numa_rule_new_least_loaded(nr, load, nr_nodes, tried, src, parent_nr);
 }
 
 bool rules_numa_new_cpu_quiet(u32 cpu_nr)
@@ -208,26 +227,12 @@ u64 rules_cache_decay(u64 occ, u64 epochs)
 	return cache_rule_decay(occ, epochs);
 }
 
-void rules_cache_scan_start(struct cache_scan *s)
+s32 rules_cache_epoch(const struct cache_epoch_llcs *l, u32 n, s32 home, s32 cur, u64 cur_occ,
+		      u64 wait, u32 switch_ratio, u64 epoch_ns, u32 aggr_tol, struct cache_scan *s,
+		      u32 *verdict)
 {
-	cache_rule_scan_start(s);
-}
-
-void rules_cache_scan(struct cache_scan *s, u32 llc, u64 occ, bool homed, bool at_home,
-		      u32 load)
-{
-	cache_rule_scan(s, llc, occ, homed, at_home, load);
-}
-
-s32 rules_cache_pick(const struct cache_scan *s, s32 cur, bool cur_at_home, u64 cur_occ,
-		     u32 switch_ratio)
-{
-	return cache_rule_pick(s, cur, cur_at_home, cur_occ, switch_ratio);
-}
-
-u32 rules_cache_verdict(u64 total, u32 cores, u64 epoch_ns, u32 aggr_tol)
-{
-	return cache_rule_verdict(total, cores, epoch_ns, aggr_tol);
+	return cache_rule_epoch(l, n, home, cur, cur_occ, wait, switch_ratio, epoch_ns, aggr_tol, s,
+				verdict);
 }
 
 /* ---- push_rules.h ---- */
