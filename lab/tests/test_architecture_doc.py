@@ -140,11 +140,20 @@ def function_problems(arch: str, sources: dict[str, str]) -> list[str]:
 
 
 def cli_default(cli_rs: str, field: str) -> int:
-    """The default_value_t of the clap argument whose field is @field."""
+    """The default_value_t of the clap argument whose field is @field: a number, or a knob's `dfl::NAME`
+    (intf.h's DFL_*, through scheduler/src/bpf_intf.rs)."""
     # from the default to the field, without crossing another field (`pub `)
-    m = re.search(rf"default_value_t = ([\d_]+)(?:(?!\bpub\s)[^;])*?\)\]\s*pub {field}:", cli_rs)
+    m = re.search(rf"default_value_t = ([\w:]+)(?:(?!\bpub\s)[^;])*?\)\]\s*pub {field}:", cli_rs)
     assert m, f"cli.rs: no default_value_t for {field}"
-    return int(m.group(1).replace("_", ""))
+    value = m.group(1)
+    if value.startswith("dfl::"):
+        const = re.search(rf"pub const {value[5:]}: \w+ = locality_consts_(DFL_\w+) as",
+                          read("scheduler/src/bpf_intf.rs"))
+        assert const, f"bpf_intf.rs: no {value}"
+        m = re.search(rf"\b{const.group(1)}\s*=\s*(\d+)", read("scheduler/src/bpf/intf.h"))
+        assert m, f"intf.h: no {const.group(1)}"
+        value = m.group(1)
+    return int(value.replace("_", ""))
 
 
 def period_problems(arch: str, cli_rs: str) -> list[str]:

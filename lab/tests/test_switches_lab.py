@@ -5,8 +5,8 @@
 - Every switch: one boot of numaq4 (4 nodes: the verifier walks the NUMA paths, which it prunes on one node),
   one step per switch (each boolean flag alone, each non-default value of each choice flag alone), each running
   a short hackbench. A step passes when the scheduler attached, the command succeeded and the scheduler
-  detached cleanly. The switches are read from `scx_locality --help`, so a new one is covered without editing
-  this file.
+  detached cleanly. The switches are read from `scx_locality --help-all` (every option: `--help` leaves out the
+  experiment switches), so a new one is covered without editing this file.
 - Every machine: one boot of each lab/machines/*.toml with default flags and the same hackbench; the lab
   checks the topology the guest sees against the model.
 """
@@ -20,7 +20,7 @@ from lab import image, machines, run
 
 WORK = "hackbench -p -g 2 -l 200"
 # flags that are no scheduling switch: they print and exit, or only change logging / statistics output
-NOT_SWITCHES = {"help", "version", "help-stats", "verbose", "log-level"}
+NOT_SWITCHES = {"help", "help-all", "version", "help-stats", "verbose", "log-level"}
 
 # an option's own line: clap indents it by 2 ("  -v, --verbose") or 6 ("      --flag"), its description by 10
 # or more, so a description line that wraps to start with a "--name" is not taken for an option
@@ -28,7 +28,7 @@ OPTION_RE = re.compile(r"^(?:  -\w, |      )--([a-z][a-z0-9-]*)(?: <([A-Z_]+)>)?
 
 
 def switches_from_help(text: str) -> list[str]:
-    """The switch sets to load, from clap's long --help: "--flag" for every flag without a value, and
+    """The switch sets to load, from clap's long help (--help-all): "--flag" for every flag without a value, and
     "--opt=VALUE" for every value of a choice option ("Possible values:" list) other than its default."""
     blocks: list[tuple[str, bool, list[str]]] = []
     for line in text.splitlines():
@@ -56,7 +56,7 @@ def switches_from_help(text: str) -> list[str]:
 
 def help_switches() -> list[str]:
     """The switch sets of the binary the guest runs (image.scheduler_binary(): LOCALITY_SCHED_BIN or the build)."""
-    text = subprocess.run([str(image.scheduler_binary()), "--help"], capture_output=True, text=True,
+    text = subprocess.run([str(image.scheduler_binary()), "--help-all"], capture_output=True, text=True,
                           check=True).stdout
     sw = switches_from_help(text)
     assert sw, text[:2000]
@@ -64,7 +64,7 @@ def help_switches() -> list[str]:
 
 
 def test_switches_from_help_reads_the_real_help():
-    """The parser against the built binary's own --help (no guest needed)."""
+    """The parser against the built binary's own --help-all (no guest needed)."""
     if not image.scheduler_binary().exists():
         pytest.skip(f"{image.scheduler_binary()} not built (make build)")
     sw = help_switches()
@@ -75,11 +75,18 @@ def test_switches_from_help_reads_the_real_help():
     # --memory has no clap default: given explicitly, spread overrides kernel.numa_balancing=0 (a switch of its own)
     assert "--memory=spread" in sw
     assert not any(s.startswith(("--help", "--version", "--verbose", "--log-level", "--slice-us")) for s in sw)
+    # experiment switches are hidden from --help, not from --help-all
+    for hidden in ["--no-wake-affine", "--idle-search=core-first", "--enqueue-handoff=all", "--sparse-idle"]:
+        assert hidden in sw, sw
+    short = subprocess.run([str(image.scheduler_binary()), "--help"], capture_output=True, text=True,
+                           check=True).stdout
+    assert "--no-wake-affine" not in short and "--help-all" in short, short
+    assert set(switches_from_help(short)) < set(sw)
     # the same switches however clap wraps the text: at 80 columns a description once wrapped to a line holding
     # only "--cache-overaggr-pct", which was taken for a flag without a value
     for cols in ("80", "200"):
-        text = subprocess.run([str(image.scheduler_binary()), "--help"], capture_output=True, text=True, check=True,
-                              env={**os.environ, "COLUMNS": cols}).stdout
+        text = subprocess.run([str(image.scheduler_binary()), "--help-all"], capture_output=True, text=True,
+                              check=True, env={**os.environ, "COLUMNS": cols}).stdout
         assert switches_from_help(text) == sw, cols
 
 

@@ -6,3 +6,24 @@
 #![allow(dead_code)]
 
 include!(concat!(env!("OUT_DIR"), "/bpf_intf.rs"));
+
+/// The defaults of the knobs the BPF side reads, in the units the command
+/// line takes them: intf.h's DFL_* are the one place they are stated. The
+/// BPF initialisers use them, cli.rs's clap definitions read them from
+/// here, and rodata.rs writes what the options say over the initialisers
+/// (a test there checks that, with no flag, it writes what they hold).
+pub mod dfl {
+    use super::*;
+
+    pub const SLICE_US: u64 = locality_consts_DFL_SLICE_US as u64;
+    pub const HEARTBEAT_US: u64 = locality_consts_DFL_IWQ_PERIOD_US as u64;
+    pub const WAKE_GRAN_US: u64 = locality_consts_DFL_WAKE_GRAN_US as u64;
+    pub const NUMA_INTERVAL_MS: u64 = locality_consts_DFL_NUMA_INTERVAL_MS as u64;
+    pub const CACHE_EPOCH_MS: u64 = locality_consts_DFL_CACHE_EPOCH_MS as u64;
+    pub const CACHE_EPOCH_TIMEOUT: u32 = locality_consts_DFL_CACHE_EPOCH_TIMEOUT;
+    pub const CACHE_SWITCH_RATIO: u32 = locality_consts_DFL_CACHE_SWITCH_RATIO;
+    pub const CACHE_AGGR_TOLERANCE: u32 = locality_consts_DFL_CACHE_AGGR_TOL;
+    pub const CACHE_OVERAGGR_PCT: u32 = locality_consts_DFL_CACHE_OVERAGGR_PCT;
+    pub const CACHE_IMB_PCT: u32 = locality_consts_DFL_CACHE_IMB_PCT;
+    pub const DECISION_RATE: u64 = locality_consts_DFL_DECISION_RATE as u64;
+}

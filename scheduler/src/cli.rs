@@ -2,11 +2,21 @@
 //! The command line: the agent's options (Opts, clap) with their defaults,
 //! the documented exit codes and the one-line error format.
 //!
-//! Defaults: each is stated once, in its clap definition below; a choice
-//! that depends on other flags is made by one Opts method (numa_mode(),
-//! home_node(), memory_mode(): the last also on kernel.numa_balancing,
-//! which main.rs reads into the Opts before anything else uses them). The rest of the agent reads Opts, and rodata.rs hands every
-//! value the BPF side reads to it, so no other place states a default.
+//! Help: --help lists the product options, grouped by mechanism (clap
+//! help headings), one line each. Experiment switches (A/B switches and
+//! rule selectors kept for measurement) are `hide = true`: --help-all
+//! prints every option with its whole description. Both are accepted
+//! alike; the lab reads --help-all to load every switch.
+//!
+//! Defaults: each is stated once. A knob the BPF side reads has its default
+//! in src/bpf/intf.h (DFL_*, through bpf_intf::dfl), which the BPF
+//! initialisers use too; every other default is in its clap definition
+//! below. A choice that depends on other flags is made by one Opts method
+//! (numa_mode(), home_node(), memory_mode(): the last also on
+//! kernel.numa_balancing, which main.rs reads into the Opts before
+//! anything else uses them). The rest of the agent reads Opts, and
+//! rodata.rs hands every value the BPF side reads to it (its tests check
+//! that with no flag it writes what the BPF initialisers hold).
 //!
 //! Names: `--no-X` turns off something on by default, `--X` turns on
 //! something off by default; periods and durations end in `-ms` or `-us`.
@@ -16,13 +26,14 @@
 //! `scx_locality: error: `: parse_opts() for a bad flag (exit 2, clap's
 //! code), classify() for the rest (fatal() carries its own exit code).
 
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, CommandFactory, Parser};
 use std::fmt;
 use std::path::PathBuf;
 
 use crate::memory::scope::Rule;
 use crate::memory::MemoryMode;
 use crate::cache::{CacheBusyWake, CacheGates};
+use crate::bpf_intf::dfl;
 use crate::numa::{ExecPlacement, NumaBalance};
 
 const EXIT_CODES: &str = "\
@@ -112,6 +123,7 @@ impl PushCrossNode {
 #[command(
     name = "scx_locality",
     disable_version_flag = true,
+    disable_help_flag = true,
     args_conflicts_with_subcommands = true,
     disable_help_subcommand = true,
     about = "Locality-aware sched_ext scheduler: idle-core/LLC/node push at wakeup, \
@@ -119,13 +131,41 @@ impl PushCrossNode {
     after_help = EXIT_CODES
 )]
 pub struct Opts {
-    /// Time slice in microseconds.
-    #[arg(long, default_value_t = 5000,
+    // ---- general (clap's "Options:") ----
+    /// Time slice, in microseconds.
+    #[arg(long, value_name = "US", default_value_t = dfl::SLICE_US,
           value_parser = clap::value_parser!(u64).range(100..=100_000))]
     pub slice_us: u64,
 
+    /// Wake-up preemption's vtime threshold (us); 0: off.
+    ///
+    /// A woken task more than this many microseconds of virtual time ahead
+    /// of the running one preempts it. Off by default: at 1000 us on numa2
+    /// it preempted often yet shortened no wake-up wait (wakelat) and left
+    /// hackbench within its noise.
+    #[arg(long, value_name = "US", default_value_t = dfl::WAKE_GRAN_US,
+          value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub wake_gran_us: u64,
+
+    /// Heartbeat timer period, in microseconds.
+    ///
+    /// The timer estimates idle-while-queued, updates the load averages and
+    /// kicks stalled CPUs. Each tick is a softirq on one CPU, so shorter
+    /// periods cost throughput (at 4 ms one pass took 1.9% of a CPU on 16
+    /// vCPUs); the load averages decay by elapsed time whatever the period.
+    #[arg(long, value_name = "US", alias = "iwq-period-us", default_value_t = dfl::HEARTBEAT_US,
+          value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
+    pub heartbeat_us: u64,
+
+    /// JSON file replacing the LLC grouping.
+    ///
+    /// For example {"llcs": ["0-3", "4-7"]}.
+    #[arg(long, value_name = "FILE")]
+    pub topology_override: Option<PathBuf>,
+
+    // ---- push and pull: every switch here is an A/B switch ----
     /// Disable the pull side (dispatch-time stealing and stealer wake-ups).
-    #[arg(long)]
+    #[arg(long, hide = true, help_heading = "Push and pull")]
     pub no_steal: bool,
 
     /// Which tasks about to queue behind a running task go to an idle CPU
@@ -133,29 +173,16 @@ pub struct Opts {
     /// requeued (default): only a task whose enqueue is not a wake-up (its
     /// slice ended, its affinity changed, it is new); a waking task, whose
     /// wake-up just searched for an idle CPU, waits on its CPU until that
-    /// CPU frees or a CPU going idle steals it, as in Sistare's series. all:
-    /// every one; off: none. --no-steal turns this off too.
-    /// docs/decisions.md, "The hand-off at enqueue".
-    #[arg(long, value_enum, value_name = "TASKS", default_value = "requeued")]
+    /// CPU frees or a CPU going idle steals it, as in Sistare's series
+    /// (handing it over cost a rescheduling IPI and a move per wake-up).
+    /// all: every one; off: none. --no-steal turns this off too.
+    #[arg(long, hide = true, help_heading = "Push and pull", value_enum, value_name = "TASKS",
+          default_value = "requeued")]
     pub enqueue_handoff: EnqueueHandoff,
-
-    /// Wake-up preemption: a woken task more than this many microseconds
-    /// of virtual time ahead of the running one preempts it. 0 (default)
-    /// = off (docs/decisions.md, "Wake-up preemption off by default").
-    #[arg(long, default_value_t = 0,
-          value_parser = clap::value_parser!(u64).range(0..=100_000))]
-    pub wake_gran_us: u64,
-
-    /// Placement decisions recorded for `explain` (moves across LLCs and
-    /// nodes with the rule that made them, and refused moves), per second
-    /// per CPU at most; 0 = none. The cost shows in --stats ("decide").
-    #[arg(long, default_value_t = crate::bpf_intf::locality_consts_DFL_DECISION_RATE as u64,
-          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-    pub decision_rate: u64,
 
     /// Skip the idle-core steps of the push side (prev core, idle core in
     /// the LLC): an A/B switch for the idle-core preference.
-    #[arg(long)]
+    #[arg(long, hide = true, help_heading = "Push and pull")]
     pub no_idle_core: bool,
 
     /// Order of the idle-CPU search at a wake-up (bpf/push.bpf.c).
@@ -163,26 +190,48 @@ pub struct Opts {
     /// idle core, then an idle CPU of its LLC (the kernel's
     /// select_idle_sibling()); core-first: a whole idle core (the previous
     /// CPU's, then one of its LLC) before a previous CPU whose SMT sibling
-    /// is busy. The same on machines without SMT. docs/decisions.md, "The
-    /// idle search takes the previous CPU first".
-    #[arg(long, value_enum, value_name = "ORDER", default_value = "prev-first")]
+    /// is busy, which on SMT machines moved woken tasks off an idle
+    /// previous CPU (9x the kernel's migrations on haswell2s). The same on
+    /// machines without SMT.
+    #[arg(long, hide = true, help_heading = "Push and pull", value_enum, value_name = "ORDER",
+          default_value = "prev-first")]
     pub idle_search: IdleSearch,
 
-    /// Allow stealing from CPUs of other NUMA nodes whenever a CPU would
-    /// otherwise idle. Without --numa-balance this selects
-    /// --numa-balance=off (the behaviour this flag always had); with a
-    /// policy mode it is ignored (the policy decides).
-    #[arg(long)]
-    pub steal_cross_node: bool,
+    /// Idle-CPU search at wakeup from our own sparse idle flags (Sistare's
+    /// layout: up to 8 CPUs of one LLC per cache line, updated by
+    /// ops.update_idle, searched line by line; bpf/idle.bpf.c) instead of
+    /// the kernel's built-in idle masks. Off by default: the sparse flags
+    /// measured no cheaper than the built-in masks.
+    #[arg(long, hide = true, help_heading = "Push and pull", overrides_with = "no_sparse_idle")]
+    pub sparse_idle: bool,
 
-    /// Let a CPU about to go idle pull a task queued for 0.5 ms or more from
-    /// another node that holds more tasks now, within the NUMA allowance
-    /// (bpf/numa.bpf.c rule 1b, the kernel's newidle balance across nodes).
-    /// Off by default: without it cross-node steals happen only within the
-    /// balance pass's budget or out of an overloaded node. docs/decisions.md,
-    /// "A CPU going idle pulls across nodes".
-    #[arg(long)]
-    pub idle_pull_across: bool,
+    /// Use the kernel's built-in idle masks for the wakeup search (default).
+    #[arg(long, hide = true, help_heading = "Push and pull", overrides_with = "sparse_idle")]
+    pub no_sparse_idle: bool,
+
+    /// A task woken synchronously by a task in another LLC of its node is
+    /// not moved to an idle CPU of the waker's LLC (push.bpf.c step 0b,
+    /// the kernel's wake_affine(); A/B switch).
+    #[arg(long, hide = true, help_heading = "Push and pull")]
+    pub no_wake_affine: bool,
+
+    /// A task woken onto another CPU is activated by the waker, which takes
+    /// that CPU's run queue lock and sends it a reschedule IPI, instead of
+    /// being queued on that CPU's wake list and activated there (the fair
+    /// class's TTWU_QUEUE; sched_ext's SCX_OPS_ALLOW_QUEUED_WAKEUP, on by
+    /// default, as the fair class activates wakees on their own CPU).
+    /// A/B switch.
+    #[arg(long, hide = true, help_heading = "Push and pull")]
+    pub no_queued_wakeups: bool,
+
+    // ---- NUMA ----
+    /// Period of the cross-node balance pass, in milliseconds.
+    ///
+    /// Also the least time between two node changes of one task (policy
+    /// modes).
+    #[arg(long, value_name = "MS", help_heading = "NUMA", default_value_t = dfl::NUMA_INTERVAL_MS,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub numa_interval_ms: u64,
 
     /// NUMA balancing policy. off: cross-node steals whenever a CPU would
     /// idle (= --steal-cross-node), wake-ups leave the node when it has no
@@ -190,26 +239,23 @@ pub struct Opts {
     /// the allowance of Gorman's 2019 v2 patch (small imbalances ignored while
     /// the busiest node keeps about half its CPUs idle). Default: upstream
     /// (off with --steal-cross-node).
-    #[arg(long, value_enum, value_name = "MODE")]
+    #[arg(long, hide = true, help_heading = "NUMA", value_enum, value_name = "MODE")]
     pub numa_balance: Option<NumaBalance>,
 
-    /// Period of the cross-node balance pass, in milliseconds; also the
-    /// least time between two node changes of one task (policy modes).
-    #[arg(long, default_value_t = 150,
-          value_parser = clap::value_parser!(u64).range(1..=60_000))]
-    pub numa_interval_ms: u64,
+    /// Allow stealing from CPUs of other NUMA nodes whenever a CPU would
+    /// otherwise idle. Without --numa-balance this selects
+    /// --numa-balance=off (the behaviour this flag always had); with a
+    /// policy mode it is ignored (the policy decides).
+    #[arg(long, hide = true, help_heading = "NUMA")]
+    pub steal_cross_node: bool,
 
-    /// Idle-CPU search at wakeup from our own sparse idle flags (Sistare's
-    /// layout: up to 8 CPUs of one LLC per cache line, updated by
-    /// ops.update_idle, searched line by line; bpf/idle.bpf.c) instead of
-    /// the kernel's built-in idle masks. Off by default (docs/decisions.md,
-    /// "Idle tracking").
-    #[arg(long, overrides_with = "no_sparse_idle")]
-    pub sparse_idle: bool,
-
-    /// Use the kernel's built-in idle masks for the wakeup search (default).
-    #[arg(long, overrides_with = "sparse_idle")]
-    pub no_sparse_idle: bool,
+    /// Let a CPU about to go idle pull a task queued for 0.5 ms or more from
+    /// another node that holds more tasks now, within the NUMA allowance
+    /// (bpf/numa.bpf.c rule 1b, the kernel's newidle balance across nodes).
+    /// Off by default: without it cross-node steals happen only within the
+    /// balance pass's budget or out of an overloaded node.
+    #[arg(long, hide = true, help_heading = "NUMA")]
+    pub idle_pull_across: bool,
 
     /// When a task whose node has no idle CPU for it may take an idle CPU
     /// of another node, if its own node is overloaded (bpf/numa.bpf.c rule
@@ -220,22 +266,23 @@ pub struct Opts {
     /// synchronously by a partner of few partners: the two ends of a pipe or
     /// socket stay in their node), never. Default: fork under a NUMA policy,
     /// always with --numa-balance=off.
-    #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "no_push_cross_node")]
+    #[arg(long, hide = true, help_heading = "NUMA", value_enum, value_name = "WHEN",
+          conflicts_with = "no_push_cross_node")]
     pub push_cross_node: Option<PushCrossNode>,
 
     /// Same as --push-cross-node=never.
-    #[arg(long)]
+    #[arg(long, hide = true, help_heading = "NUMA")]
     pub no_push_cross_node: bool,
 
     /// NUMA policy: a task woken synchronously from another node never
     /// follows its waker there (numa.bpf.c rule 2b; A/B switch).
-    #[arg(long)]
+    #[arg(long, hide = true, help_heading = "NUMA")]
     pub no_wake_follow: bool,
 
     /// NUMA policy: place a new process on the least loaded node at fork
     /// too, not only at exec (a forked child then starts away from the
     /// memory it shares with its parent).
-    #[arg(long)]
+    #[arg(long, hide = true, help_heading = "NUMA")]
     pub place_at_fork: bool,
 
     /// Where a new program starts (at exec, and at fork with
@@ -245,86 +292,55 @@ pub struct Opts {
     /// least-loaded-always: on the least loaded node whenever it runs fewer
     /// tasks, however quiet the program's CPU; allowance: near its parent
     /// while the parent's node is within the NUMA policy's allowance (today's
-    /// kernel). docs/decisions.md, "New programs start on the least loaded
-    /// node".
-    #[arg(long, value_enum, value_name = "RULE", default_value = "least-loaded")]
+    /// kernel, which left N CPU-bound jobs from one shell unevenly over the
+    /// nodes).
+    #[arg(long, hide = true, help_heading = "NUMA", value_enum, value_name = "RULE",
+          default_value = "least-loaded")]
     pub exec_placement: ExecPlacement,
 
-    /// A task woken synchronously by a task in another LLC of its node is
-    /// not moved to an idle CPU of the waker's LLC (push.bpf.c step 0b,
-    /// the kernel's wake_affine(); A/B switch).
-    #[arg(long)]
-    pub no_wake_affine: bool,
-
-    /// A task woken onto another CPU is activated by the waker, which takes
-    /// that CPU's run queue lock and sends it a reschedule IPI, instead of
-    /// being queued on that CPU's wake list and activated there (the fair
-    /// class's TTWU_QUEUE; sched_ext's SCX_OPS_ALLOW_QUEUED_WAKEUP, on by
-    /// default). A/B switch: docs/decisions.md, "Queued wake-ups".
-    #[arg(long)]
-    pub no_queued_wakeups: bool,
-
-    /// Cache-aware scheduling (on by default where a node holds more than one
-    /// LLC, the only machines where it can act): each multi-threaded process
-    /// gets a preferred LLC; idle CPUs pull its tasks there and
-    /// steals/wakeups take them out of it only as --cache-gates allows; an
-    /// idle CPU of the preferred LLC asks a task running
-    /// elsewhere to come at its next wake-up. --cache-aware turns it on on
-    /// any machine.
-    #[arg(long, overrides_with = "no_cache_aware")]
+    // ---- cache-aware scheduling ----
+    /// On everywhere (default: only where a node has several LLCs).
+    ///
+    /// Cache-aware scheduling: each multi-threaded process gets a preferred
+    /// LLC; idle CPUs pull its tasks there and steals/wakeups take them out
+    /// of it only as --cache-gates allows; an idle CPU of the preferred LLC
+    /// asks a task running elsewhere to come at its next wake-up. On by
+    /// default only where a node holds more than one LLC, the only machines
+    /// where it can act.
+    #[arg(long, help_heading = "Cache-aware", overrides_with = "no_cache_aware")]
     pub cache_aware: bool,
 
     /// Switch cache-aware scheduling off.
-    #[arg(long, overrides_with = "cache_aware")]
+    #[arg(long, help_heading = "Cache-aware", overrides_with = "cache_aware")]
     pub no_cache_aware: bool,
 
-    /// Wake-time aggregation (off by default, as in Chen/Chen/Zijlstra): a waking
-    /// task takes an idle CPU of its process's preferred LLC (same node)
-    /// instead of searching from its previous LLC, at every wake-up (without
-    /// it only tasks asked by an idle CPU there do). Needs cache-aware.
-    #[arg(long)]
-    pub cache_wake_aggr: bool,
-
-    /// Cache-aware: an idle CPU of a process's preferred LLC asks only
-    /// threads running in its own node to come. By default it asks threads
-    /// in other nodes too, while the NUMA policy lets one task move between
-    /// the two nodes (the series balances towards the preferred LLC at
-    /// every level, NUMA included).
-    #[arg(long)]
-    pub cache_within_node: bool,
-
-    /// Cache-aware: scales the fit limit (a process keeps its preferred LLC
-    /// while its running threads are at most N x the LLC's cores, SMT
-    /// siblings counted once); 100 = no limit.
-    #[arg(long, alias = "aggr-tolerance", default_value_t = 1,
+    /// Fit limit: N x the LLC's cores; 100: no limit.
+    ///
+    /// A process keeps its preferred LLC while its running threads are at
+    /// most N x the LLC's cores, SMT siblings counted once.
+    #[arg(long, value_name = "N", help_heading = "Cache-aware", alias = "aggr-tolerance",
+          default_value_t = dfl::CACHE_AGGR_TOLERANCE,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub cache_aggr_tolerance: u32,
 
-    /// Cache-aware: when a thread may move into or out of its process's
-    /// preferred LLC.
-    #[arg(long, value_enum, default_value_t = CacheGates::Overload)]
-    pub cache_gates: CacheGates,
-
-    /// Cache-aware: what a waking thread does when its process's preferred
-    /// LLC has no idle CPU and the gates keep it there. An idle CPU of that
-    /// LLC asks a thread that left to come back.
-    #[arg(long, value_enum, value_name = "RULE", default_value_t = CacheBusyWake::Wait)]
-    pub cache_busy_wake: CacheBusyWake,
-
-    /// Cache-aware: hysteresis; the preferred LLC changes only when another
-    /// LLC has more than N times its occupancy.
-    #[arg(long, default_value_t = 2,
+    /// Hysteresis: switch LLC past N x its occupancy.
+    ///
+    /// The preferred LLC changes only when another LLC has more than N
+    /// times its occupancy.
+    #[arg(long, value_name = "N", help_heading = "Cache-aware",
+          default_value_t = dfl::CACHE_SWITCH_RATIO,
           value_parser = clap::value_parser!(u32).range(1..=16))]
     pub cache_switch_ratio: u32,
 
-    /// Cache-aware: epoch length in ms; occupancy halves every epoch.
-    #[arg(long, alias = "epoch-period-ms", default_value_t = 10,
+    /// Epoch length; occupancy halves every epoch.
+    #[arg(long, value_name = "MS", help_heading = "Cache-aware", alias = "epoch-period-ms",
+          default_value_t = dfl::CACHE_EPOCH_MS,
           value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub cache_epoch_ms: u64,
 
-    /// Cache-aware: epochs without activity after which a process's
-    /// preferred LLC is ignored.
-    #[arg(long, alias = "epoch-affinity-timeout", default_value_t = 50,
+    /// Idle epochs after which a preferred LLC is ignored.
+    #[arg(long, value_name = "N", help_heading = "Cache-aware", alias = "epoch-affinity-timeout",
+          default_value_t = dfl::CACHE_EPOCH_TIMEOUT,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub cache_epoch_timeout: u32,
 
@@ -334,45 +350,73 @@ pub struct Opts {
     /// --cache-imb-pct, a move out only when it is past PCT and busier than
     /// the destination by --cache-imb-pct; with both LLCs past PCT the
     /// gates stand aside.
-    #[arg(long, alias = "overaggr-pct", default_value_t = 50,
+    #[arg(long, value_name = "PCT", hide = true, help_heading = "Cache-aware", alias = "overaggr-pct",
+          default_value_t = dfl::CACHE_OVERAGGR_PCT,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub cache_overaggr_pct: u32,
 
     /// Cache-aware: how much busier (percent) one LLC must be than the other
     /// before a move into the preferred LLC is refused or a move out of it
     /// allowed.
-    #[arg(long, alias = "imb-pct", default_value_t = 20,
+    #[arg(long, value_name = "PCT", hide = true, help_heading = "Cache-aware", alias = "imb-pct",
+          default_value_t = dfl::CACHE_IMB_PCT,
           value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub cache_imb_pct: u32,
 
-    /// Cache-aware: processes listed in the statistics (top by runtime).
-    #[arg(long, default_value_t = 8,
-          value_parser = clap::value_parser!(u64).range(0..=1000))]
-    pub cache_top: u64,
+    /// Wake-time aggregation (off by default, as in Chen/Chen/Zijlstra): a waking
+    /// task takes an idle CPU of its process's preferred LLC (same node)
+    /// instead of searching from its previous LLC, at every wake-up (without
+    /// it only tasks asked by an idle CPU there do). Needs cache-aware.
+    #[arg(long, hide = true, help_heading = "Cache-aware")]
+    pub cache_wake_aggr: bool,
 
-    /// Memory placement (agent-side, memory/): off does nothing at all;
-    /// local moves each process's memory to its home node; spread (van
-    /// Riel 2014) does that for single-node processes and, for processes
-    /// spanning nodes, keeps private memory on its node and spreads shared
-    /// memory over the active nodes. Default: spread, but off when the
-    /// administrator turned the kernel's NUMA balancing off
+    /// Cache-aware: an idle CPU of a process's preferred LLC asks only
+    /// threads running in its own node to come. By default it asks threads
+    /// in other nodes too, while the NUMA policy lets one task move between
+    /// the two nodes (the series balances towards the preferred LLC at
+    /// every level, NUMA included).
+    #[arg(long, hide = true, help_heading = "Cache-aware")]
+    pub cache_within_node: bool,
+
+    /// Cache-aware: when a thread may move into or out of its process's
+    /// preferred LLC.
+    #[arg(long, hide = true, help_heading = "Cache-aware", value_enum,
+          default_value_t = CacheGates::Overload)]
+    pub cache_gates: CacheGates,
+
+    /// Cache-aware: what a waking thread does when its process's preferred
+    /// LLC has no idle CPU and the gates keep it there. An idle CPU of that
+    /// LLC asks a thread that left to come back.
+    #[arg(long, hide = true, help_heading = "Cache-aware", value_enum, value_name = "RULE",
+          default_value_t = CacheBusyWake::Wait)]
+    pub cache_busy_wake: CacheBusyWake,
+
+    // ---- memory placement ----
+    /// Memory placement (default: spread, or off with kernel.numa_balancing off).
+    ///
+    /// off does nothing at all; local moves each process's memory to its
+    /// home node; spread (van Riel 2014) does that for single-node processes
+    /// and, for processes spanning nodes, keeps private memory on its node
+    /// and spreads shared memory over the active nodes. Default: spread, but
+    /// off when the administrator turned the kernel's NUMA balancing off
     /// (kernel.numa_balancing=0, or 2: memory tiering only): give --memory
-    /// to place memory anyway.
-    /// Nothing runs on a machine with one node.
-    #[arg(long, value_enum, value_name = "MODE")]
+    /// to place memory anyway. Nothing runs on a machine with one node.
+    #[arg(long, value_enum, value_name = "MODE", help_heading = "Memory")]
     pub memory: Option<MemoryMode>,
 
-    /// Memory placement: touch only processes matching RULE (repeatable;
-    /// any one rule suffices): comm:NAME (the process's name, exactly) or
-    /// cgroup:/PATH (its cgroup v2 path, as in /proc/PID/cgroup, and every
-    /// cgroup below). Default: every process.
-    #[arg(long, value_name = "RULE")]
+    /// Touch only processes matching RULE: comm:NAME or cgroup:/PATH.
+    ///
+    /// Repeatable; any one rule suffices. comm:NAME is the process's name,
+    /// exactly; cgroup:/PATH its cgroup v2 path, as in /proc/PID/cgroup,
+    /// and every cgroup below. Default: every process.
+    #[arg(long, value_name = "RULE", help_heading = "Memory")]
     pub memory_include: Vec<Rule>,
 
-    /// Memory placement: never touch processes matching RULE (repeatable;
-    /// same rules as --memory-include, and it wins over it): neither their
-    /// pages nor their CPU affinity.
-    #[arg(long, value_name = "RULE")]
+    /// Never touch processes matching RULE (wins over --memory-include).
+    ///
+    /// Repeatable, same rules as --memory-include: neither their pages nor
+    /// their CPU affinity.
+    #[arg(long, value_name = "RULE", help_heading = "Memory")]
     pub memory_exclude: Vec<Rule>,
 
     /// kernel.numa_balancing as read at start (main.rs); None if the
@@ -380,27 +424,36 @@ pub struct Opts {
     #[arg(skip)]
     pub numa_balancing_sysctl: Option<u64>,
 
-    /// Memory placement: most MB migrated in any one second.
-    #[arg(long, default_value_t = 128,
+    /// Most MB of memory migrated in any one second.
+    #[arg(long, value_name = "MBPS", help_heading = "Memory", default_value_t = 128,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub memory_budget_mbps: u64,
 
-    /// Memory placement: bind each process whose busy threads fit one node
-    /// to a node (the one holding its memory if it has room), so that it
-    /// becomes single-node and its memory can follow; restricted threads
-    /// are left alone, masks are given back on exit. Off by default: it
-    /// overrides the CPU affinity the application sees.
-    #[arg(long)]
+    /// Period of the /proc scan, in milliseconds.
+    #[arg(long, value_name = "MS", help_heading = "Memory", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub memory_interval_ms: u64,
+
+    /// Bind processes that fit one node to it (overrides their affinity).
+    ///
+    /// Each process whose busy threads fit one node is bound to a node (the
+    /// one holding its memory if it has room), so that it becomes
+    /// single-node and its memory can follow; restricted threads are left
+    /// alone, masks are given back on exit. Off by default: it overrides
+    /// the CPU affinity the application sees.
+    #[arg(long, help_heading = "Memory")]
     pub memory_node_affinity: bool,
 
-    /// Memory placement: do not give processes home nodes. By default each
-    /// process with two or more busy threads that fit one node gets a home
-    /// node (the one holding its memory if it has room, within a fair share
-    /// of the busy threads) and BPF keeps its threads there: wake-ups go
-    /// home, pushes and steals do not take them away, the balance pass
-    /// sends them back or swaps two (home.bpf.c). A soft preference, unlike
-    /// --memory-node-affinity. Needs --memory and a NUMA policy.
-    #[arg(long)]
+    /// Give no process a home node.
+    ///
+    /// By default each process with two or more busy threads that fit one
+    /// node gets a home node (the one holding its memory if it has room,
+    /// within a fair share of the busy threads) and BPF keeps its threads
+    /// there: wake-ups go home, pushes and steals do not take them away,
+    /// the balance pass sends them back or swaps two (home.bpf.c). A soft
+    /// preference, unlike --memory-node-affinity. Needs --memory and a NUMA
+    /// policy.
+    #[arg(long, help_heading = "Memory")]
     pub no_home_node: bool,
 
     /// Memory placement: do not give threads of a process too big for one
@@ -409,59 +462,75 @@ pub struct Opts {
     /// them all, so each thread's private memory can stay local and the
     /// process's shared memory is spread over a stable set of nodes
     /// (home.rs). Implied by --no-home-node.
-    #[arg(long)]
+    #[arg(long, hide = true, help_heading = "Memory")]
     pub no_thread_home: bool,
 
-    /// Memory placement: period of the /proc scan, in milliseconds.
-    #[arg(long, default_value_t = 1000,
-          value_parser = clap::value_parser!(u64).range(100..=60_000))]
-    pub memory_interval_ms: u64,
-
-    /// JSON file replacing the LLC grouping, e.g. {"llcs": ["0-3", "4-7"]}.
-    #[arg(long, value_name = "FILE")]
-    pub topology_override: Option<PathBuf>,
-
-    /// Period of the heartbeat timer (idle-while-queued estimate, load
-    /// averages, rescue kicks), in microseconds. Each tick is a softirq on
-    /// one CPU, so shorter periods cost throughput; the load averages decay
-    /// by elapsed time whatever the period (docs/decisions.md, "Heartbeat
-    /// period").
-    #[arg(long, alias = "iwq-period-us", default_value_t = 20000,
-          value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
-    pub heartbeat_us: u64,
-
-    /// Run the scheduler and print statistics every SECS seconds
-    /// (0.1 to 3600, fractions allowed).
-    #[arg(long, value_name = "SECS", value_parser = parse_interval)]
+    // ---- statistics and output ----
+    /// Run the scheduler and print statistics every SECS seconds.
+    ///
+    /// 0.1 to 3600, fractions allowed.
+    #[arg(long, value_name = "SECS", help_heading = "Stats and output", value_parser = parse_interval)]
     pub stats: Option<f64>,
 
-    /// Do not load anything: print statistics of the running instance
-    /// every SECS seconds (0.1 to 3600, fractions allowed).
-    #[arg(long, value_name = "SECS", conflicts_with = "stats", value_parser = parse_interval)]
+    /// Load nothing: print the running instance's statistics every SECS s.
+    ///
+    /// 0.1 to 3600, fractions allowed.
+    #[arg(long, value_name = "SECS", help_heading = "Stats and output", conflicts_with = "stats",
+          value_parser = parse_interval)]
     pub monitor: Option<f64>,
 
     /// Show descriptions for statistics.
-    #[arg(long)]
+    #[arg(long, help_heading = "Stats and output")]
     pub help_stats: bool,
 
-    /// Size of the kernel's debug dump on ejection, in bytes (0: default).
-    #[arg(long, default_value_t = 0,
+    /// Explain's decision records per second per CPU; 0: none.
+    ///
+    /// Placement decisions recorded for `explain`: moves across LLCs and
+    /// nodes with the rule that made them, and refused moves, per second
+    /// per CPU at most. The cost shows in --stats ("decide").
+    #[arg(long, value_name = "N", help_heading = "Stats and output",
+          default_value_t = dfl::DECISION_RATE,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub decision_rate: u64,
+
+    /// Processes in the cache-aware statistics.
+    ///
+    /// The top processes by runtime, with their preferred LLC.
+    #[arg(long, value_name = "N", help_heading = "Stats and output", default_value_t = 8,
+          value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub cache_top: u64,
+
+    /// Size of the kernel's debug dump on ejection (bytes).
+    ///
+    /// 0: the kernel's default.
+    #[arg(long, value_name = "BYTES", help_heading = "Stats and output", default_value_t = 0,
           value_parser = clap::value_parser!(u32).range(0..=(1 << 24)))]
     pub exit_dump_len: u32,
 
-    /// More logging (-v: debug, -vv: also libbpf debug output).
-    #[arg(short, long, action = ArgAction::Count)]
+    /// More logging (-v: debug, -vv: also libbpf's debug output).
+    #[arg(short, long, help_heading = "Stats and output", action = ArgAction::Count)]
     pub verbose: u8,
 
-    /// Log level: error, warn, info, debug or trace (trace also shows
-    /// libbpf's debug output). Overrides -v.
-    #[arg(long, value_name = "LEVEL", value_parser = ["error", "warn", "info", "debug", "trace"])]
+    /// Log level: error, warn, info, debug or trace; overrides -v.
+    ///
+    /// trace also shows libbpf's debug output.
+    #[arg(long, value_name = "LEVEL", help_heading = "Stats and output", hide_possible_values = true,
+          value_parser = ["error", "warn", "info", "debug", "trace"])]
     pub log_level: Option<String>,
 
-    /// Print the version (with the git commit it was built from, if any,
-    /// and the build target) and exit.
-    #[arg(short = 'V', long)]
+    /// Print the version and exit.
+    ///
+    /// With the git commit it was built from, if any, and the build target.
+    #[arg(short = 'V', long, help_heading = "Stats and output")]
     pub version: bool,
+
+    /// Print help (--help-all: every option, experiment switches too).
+    #[arg(short = 'h', long, help_heading = "Stats and output", action = ArgAction::HelpShort)]
+    pub help: Option<bool>,
+
+    /// Print help with every option, the experiment switches too, and exit.
+    #[arg(long, help_heading = "Stats and output")]
+    pub help_all: bool,
 
     /// A command instead of running the scheduler (its flags stay out of
     /// the scheduler's own).
@@ -623,6 +692,10 @@ pub fn classify(e: &anyhow::Error) -> (i32, String) {
 /// (clap's code), --help/--version go to stdout with exit 0.
 pub fn parse_opts() -> Opts {
     match Opts::try_parse() {
+        Ok(o) if o.help_all => {
+            print!("{}", help_all());
+            std::process::exit(EXIT_OK);
+        }
         Ok(o) => o,
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
@@ -630,6 +703,13 @@ pub fn parse_opts() -> Opts {
             std::process::exit(e.exit_code());
         }
     }
+}
+
+/// What --help-all prints: the long help with every option, the hidden
+/// experiment switches (A/B switches and rule selectors kept for
+/// measurement) in their mechanism's group.
+pub fn help_all() -> String {
+    Opts::command().mut_args(|a| a.hide(false)).render_long_help().to_string()
 }
 
 /// The first line of a clap error, without clap's own "error: " prefix.
@@ -910,7 +990,7 @@ mod tests {
     #[test]
     fn renamed_flags_keep_their_old_spelling() {
         // (new, old): the old one is a hidden alias
-        let help = parse(&["--help"]).unwrap_err().to_string();
+        let help = help_all();
         // (new, old, a value in range, the field)
         type Renamed = (&'static str, &'static str, u64, fn(&Opts) -> u64);
         let pairs: [Renamed; 6] = [
@@ -976,6 +1056,96 @@ mod tests {
         assert!(ops.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_'), "{ops}");
         assert!(ops.len() < 128, "longer than the kernel's SCX_OPS_NAME_LEN: {ops}");
         assert!(parse(&["--version"]).unwrap().version && parse(&["-V"]).unwrap().version);
+    }
+
+    /// The experiment switches (A/B switches, rule selectors, the old
+    /// --steal-cross-node): hidden from --help, listed by --help-all.
+    const EXPERIMENT_SWITCHES: &[&str] = &[
+        "no-steal",
+        "enqueue-handoff",
+        "no-idle-core",
+        "idle-search",
+        "sparse-idle",
+        "no-sparse-idle",
+        "no-wake-affine",
+        "no-queued-wakeups",
+        "numa-balance",
+        "steal-cross-node",
+        "idle-pull-across",
+        "push-cross-node",
+        "no-push-cross-node",
+        "no-wake-follow",
+        "place-at-fork",
+        "exec-placement",
+        "cache-overaggr-pct",
+        "cache-imb-pct",
+        "cache-wake-aggr",
+        "cache-within-node",
+        "cache-gates",
+        "cache-busy-wake",
+        "no-thread-home",
+    ];
+
+    /// Whether `text` has an option line for --`long` ("  -v, --verbose...",
+    /// "      --slice-us <US>  Time slice...").
+    fn lists(text: &str, long: &str) -> bool {
+        let flag = format!("--{long}");
+        text.lines().any(|l| {
+            let l = l.trim_start();
+            let l = if l.len() > 4 && l.as_bytes()[0] == b'-' && &l[2..4] == ", " { &l[4..] } else { l };
+            l.strip_prefix(&flag).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '.']))
+        })
+    }
+
+    #[test]
+    fn help_shows_the_product_options_and_help_all_every_option() {
+        let help = parse(&["--help"]).unwrap_err().to_string();
+        let short = parse(&["-h"]).unwrap_err().to_string();
+        assert_eq!(help, short);
+        let lines = help.lines().count();
+        assert!(lines <= 62, "--help is {lines} lines:\n{help}");
+        let all = help_all();
+        let cmd = Opts::command();
+        let hidden: Vec<&str> =
+            cmd.get_arguments().filter(|a| a.is_hide_set()).filter_map(|a| a.get_long()).collect();
+        assert_eq!(hidden, EXPERIMENT_SWITCHES);
+        for a in cmd.get_arguments() {
+            let long = a.get_long().expect("every option has a long name");
+            assert_eq!(lists(&help, long), !a.is_hide_set(), "--{long} in --help:\n{help}");
+            assert!(lists(&all, long), "--{long} not in --help-all");
+            // grouped by mechanism, but for the few general ones
+            let general = ["slice-us", "wake-gran-us", "heartbeat-us", "topology-override"];
+            assert_eq!(a.get_help_heading().is_none(), general.contains(&long), "--{long}");
+        }
+        // the long help holds the whole descriptions and every choice
+        assert!(all.contains("Possible values:") && all.contains("core-first"), "{all}");
+        assert!(all.len() > 2 * help.len());
+        for text in [&help, &all] {
+            assert!(!text.contains("docs/"), "help points into docs/");
+            assert!(text.contains("Exit codes:"));
+        }
+        // a switch like any other: with others, and alone
+        assert!(parse(&["--help-all"]).unwrap().help_all);
+        assert!(!parse(&[]).unwrap().help_all);
+    }
+
+    /// The knobs the BPF side reads default to intf.h's DFL_*, the values
+    /// its initialisers hold (rodata.rs's tests compare the object itself).
+    #[test]
+    fn bpf_knob_defaults_are_intf_h() {
+        use crate::bpf_intf as i;
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.slice_us, i::locality_consts_DFL_SLICE_US as u64);
+        assert_eq!(o.heartbeat_us, i::locality_consts_DFL_IWQ_PERIOD_US as u64);
+        assert_eq!(o.wake_gran_us, i::locality_consts_DFL_WAKE_GRAN_US as u64);
+        assert_eq!(o.numa_interval_ms, i::locality_consts_DFL_NUMA_INTERVAL_MS as u64);
+        assert_eq!(o.cache_epoch_ms, i::locality_consts_DFL_CACHE_EPOCH_MS as u64);
+        assert_eq!(o.cache_epoch_timeout, i::locality_consts_DFL_CACHE_EPOCH_TIMEOUT);
+        assert_eq!(o.cache_switch_ratio, i::locality_consts_DFL_CACHE_SWITCH_RATIO);
+        assert_eq!(o.cache_aggr_tolerance, i::locality_consts_DFL_CACHE_AGGR_TOL);
+        assert_eq!(o.cache_overaggr_pct, i::locality_consts_DFL_CACHE_OVERAGGR_PCT);
+        assert_eq!(o.cache_imb_pct, i::locality_consts_DFL_CACHE_IMB_PCT);
+        assert_eq!(o.decision_rate, i::locality_consts_DFL_DECISION_RATE as u64);
     }
 
     #[test]

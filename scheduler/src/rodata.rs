@@ -4,8 +4,10 @@
 //! exit_dump_len) and every rodata variable the BPF reads (`const volatile`
 //! in src/bpf/*.c), the knobs and the topology tables. Each variable is
 //! written here whatever its BPF initialiser, so the defaults in force are
-//! cli.rs's; a test fails when the skeleton has a rodata variable this
-//! file does not assign.
+//! the options' (cli.rs; a knob's default is intf.h's DFL_*). Tests fail
+//! when the skeleton has a rodata variable this file does not assign, and
+//! when, with no flag, it writes a knob other than what the BPF object
+//! starts with.
 
 use anyhow::{anyhow, Result};
 use log::warn;
@@ -199,6 +201,92 @@ mod tests {
         assert_eq!((&r.node_line_off[..3], &r.node_lines[..2]), (&[0, 1, 2][..], &[0, 1][..]));
     }
 
+    /// The knobs: the rodata variables the options set (the others are
+    /// the topology's, and scx_utils' own).
+    const KNOBS: &[&str] = &[
+        "slice_ns", "slice_lag_ns", "iwq_period_ns", "no_steal", "handoff_wake", "handoff_requeue",
+        "no_idle_core", "idle_prev_first", "sparse_idle", "wake_gran_ns", "decide_period_ns",
+        "steal_cross_node", "idle_pull_across", "push_cross_wake", "push_cross_fork", "push_cross_unpaired",
+        "wake_follow", "place_at_fork", "place_least_loaded", "place_quiet_stays", "wake_affine",
+        "numa_mode", "numa_interval_ns", "home_enabled", "cache_aware", "cache_track", "cache_wake_aggr",
+        "cache_across_nodes", "cache_epoch_ns", "cache_epoch_timeout", "cache_switch_ratio",
+        "cache_aggr_tol", "cache_overaggr_pct", "cache_imb_pct", "cache_gates_util", "cache_busy_leave",
+    ];
+    const TOPOLOGY: &[&str] = &[
+        "nr_cpus", "nr_llcs", "nr_nodes", "node_imb_nr", "cpu_llc", "cpu_node", "cpu_core",
+        "cpu_topo_known", "cpu_nr_sibs", "cpu_sibs", "llc_off", "llc_cpus", "node_off", "node_cpus",
+        "nr_idle_lines", "cpu_idle_slot", "llc_line_off", "line_llc", "node_line_off", "node_lines",
+    ];
+    /// Knobs whose BPF initialiser is not the default rodata.rs writes:
+    /// main.bpf.c starts them false (--exec-placement=allowance) where the
+    /// default is least-loaded. The agent always writes them, so only the
+    /// initialiser is stale; when it is corrected, this list must go.
+    const BPF_INITIALISER_STALE: &[&str] = &["place_least_loaded", "place_quiet_stays"];
+
+    /// The rodata variable names of the skeleton, scx_utils' own left out.
+    fn rodata_names() -> Vec<String> {
+        let skel = include_str!(concat!(env!("OUT_DIR"), "/bpf_skel.rs"));
+        let start = skel.find("pub struct rodata {").expect("the skeleton has no rodata struct");
+        let body = &skel[start..start + skel[start..].find("\n}").unwrap()];
+        body.lines()
+            .skip(1)
+            .filter_map(|l| l.trim().strip_prefix("pub ")?.split(':').next())
+            .filter(|n| !written_by_scx_utils(n))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Every default in one place: with no flag, rodata.rs writes each
+    /// knob what the BPF object holds before the agent writes anything (its
+    /// initialisers: intf.h's DFL_* and the .bpf.c files' constants), read
+    /// from the object opened (not loaded) as the agent opens it.
+    #[test]
+    fn defaults_written_are_what_bpf_starts_with() {
+        let names = rodata_names();
+        for n in &names {
+            assert!(
+                KNOBS.contains(&n.as_str()) || TOPOLOGY.contains(&n.as_str()),
+                "rodata variable {n}: add it to KNOBS (set by an option) or TOPOLOGY"
+            );
+        }
+        use libbpf_rs::skel::SkelBuilder;
+        let mut obj = std::mem::MaybeUninit::uninit();
+        let open = crate::bpf_skel::BpfSkelBuilder::default()
+            .open(&mut obj)
+            .expect("opening the BPF object (no load)");
+        let init: &types::rodata = open.maps.rodata_data.as_deref().expect("the object has no rodata");
+        // 2 nodes of one LLC each: cache-aware off by default, as BPF starts
+        let online: Vec<RawCpu> =
+            (0..4).map(|cpu| RawCpu { cpu, node: cpu / 2, llc_key: cpu / 2, core_key: cpu }).collect();
+        let topo = Topo::from_raw(&[0, 1, 2, 3], &online).unwrap();
+        let opts = Opts::try_parse_from(["scx_locality"]).unwrap();
+        let mut w: Box<types::rodata> = Box::new(unsafe { std::mem::zeroed() });
+        fill(&mut w, &opts, &topo);
+        let mut differ = Vec::new();
+        macro_rules! compare {
+            ($($f:ident),* $(,)?) => {
+                $(
+                    if init.$f != w.$f {
+                        differ.push(stringify!($f));
+                    }
+                    eprintln!("{}: BPF starts with {:?}, rodata.rs writes {:?}", stringify!($f), init.$f, w.$f);
+                )*
+                let listed = [$(stringify!($f)),*];
+                assert_eq!(&listed[..], KNOBS, "compare! lists every knob of KNOBS, in order");
+            };
+        }
+        compare!(
+            slice_ns, slice_lag_ns, iwq_period_ns, no_steal, handoff_wake, handoff_requeue,
+            no_idle_core, idle_prev_first, sparse_idle, wake_gran_ns, decide_period_ns,
+            steal_cross_node, idle_pull_across, push_cross_wake, push_cross_fork, push_cross_unpaired,
+            wake_follow, place_at_fork, place_least_loaded, place_quiet_stays, wake_affine,
+            numa_mode, numa_interval_ns, home_enabled, cache_aware, cache_track, cache_wake_aggr,
+            cache_across_nodes, cache_epoch_ns, cache_epoch_timeout, cache_switch_ratio,
+            cache_aggr_tol, cache_overaggr_pct, cache_imb_pct, cache_gates_util, cache_busy_leave,
+        );
+        assert_eq!(differ, BPF_INITIALISER_STALE, "knobs whose BPF initialiser is not the default");
+    }
+
     /// Variables of the skeleton's rodata that scx_utils writes itself:
     /// the kernel's enum values (import_enums!), the library's feature bits
     /// and the size of the exit dump (uei_set_size!, from exit_dump_len).
@@ -208,16 +296,8 @@ mod tests {
 
     #[test]
     fn every_rodata_variable_is_written() {
-        let skel = include_str!(concat!(env!("OUT_DIR"), "/bpf_skel.rs"));
         let this = include_str!("rodata.rs");
-        let start = skel.find("pub struct rodata {").expect("the skeleton has no rodata struct");
-        let body = &skel[start..start + skel[start..].find("\n}").unwrap()];
-        let names: Vec<&str> = body
-            .lines()
-            .skip(1)
-            .filter_map(|l| l.trim().strip_prefix("pub ")?.split(':').next())
-            .filter(|n| !written_by_scx_utils(n))
-            .collect();
+        let names = rodata_names();
         assert!(names.len() > 30, "{names:?}");
         for name in names {
             assert!(

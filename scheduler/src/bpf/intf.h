@@ -22,7 +22,13 @@ enum locality_consts {
 	MAX_SMT		= 8,		/* hardware threads per core (POWER has 8) */
 	IDLE_LINE_CPUS	= 8,		/* --sparse-idle: CPUs of one LLC per 64-byte line (idle_rules.h) */
 
-	/* default knobs, overridable from the command line */
+	/*
+	 * Defaults of knobs the command line sets (DFL_*, here and below):
+	 * stated here only. The BPF initialisers use them and cli.rs takes
+	 * them (bpf_intf.rs, dfl); rodata.rs writes every knob before load,
+	 * and its tests check that with no flag it writes what the
+	 * initialisers hold.
+	 */
 	DFL_SLICE_US	= 5000,
 	DFL_IWQ_PERIOD_US = 20000,	/* heartbeat timer period (see heartbeat.bpf.c) */
 	DFL_WAKE_GRAN_US = 0,		/* wake-up preemption off: see wake_preempt() */
