@@ -10,7 +10,7 @@ the sampler's own figures: the bench folder keeps those), with its stamp:
 - `commit`: the scx_locality commit the binary was built from (its --version);
 - `behaviour`: what tells a stale cell (see current_stamp): a hash of the BPF object the binary carries (its
   programs, maps and data; not its BTF and debug sections, which name the build's own paths) and of the
-  scheduler's default flags (every `[default: X]` of its --help). A cell whose behaviour differs from the
+  scheduler's default flags (every `[default: X]` of its --help-all). A cell whose behaviour differs from the
   current build's is stale: the page marks it with its age;
 - `peers`: each other scheduler's build (a peer's crate and version, a hash for what this repository builds);
 - `date` (UTC, when the cell's last run ended), `runs`, `duration_s` (lab time of all its runs) and `estimate_s`
@@ -222,10 +222,11 @@ def bpf_digest(obj: bytes) -> str:
 
 
 def default_flags(help_text: str) -> str:
-    """The scheduler's default flags from its --help: "--opt=default ..." in the order of the help."""
+    """The scheduler's default flags from its --help-all: "--opt=default ..." in the order of the help."""
     out, opt = [], None
     for line in help_text.splitlines():
-        m = re.match(r"\s+(?:-\w, )?(--[\w-]+)", line)
+        # an option's own line (clap indents it by 2 or 6, a description by 10 or more)
+        m = re.match(r"(?:  -\w, |      )(--[\w-]+)", line)
         if m:
             opt = m.group(1)
         d = re.search(r"\[default: ([^\]]*)\]", line)
@@ -254,7 +255,8 @@ def current_stamp(binary: Path | None = None) -> dict:
     objs = bpf_objects(blob)
     version = _run(binary, "--version")
     m = re.search(r"-g([0-9a-f]{7,40})", version)
-    flags = default_flags(_run(binary, "--help"))
+    # --help-all: every option, the hidden experiment switches too (a build before it had only --help)
+    flags = default_flags(_run(binary, "--help-all") or _run(binary, "--help"))
     bpf = hashlib.sha256("".join(bpf_digest(o) for o in objs).encode()).hexdigest()[:16] if objs else None
     behaviour = None
     if bpf:
