@@ -12,6 +12,8 @@ Commands:
                         writes one results page (--quick: a subset, about 52 minutes estimated)
   peers                 build published sched_ext schedulers (cargo install) for the guest
   soak                  reliability suite (stress, hotplug, cgroups, RT hog, pinning, start/stop, kill -9)
+  verifier              the verifier's instructions and states per BPF program of scx_locality, against
+                        scheduler/verifier-baseline.toml (--update rewrites it)
 
 Exit codes of `run`: 0 ok, 1 the command failed, 2 bad usage, 3 setup missing, 4 topology mismatch,
 5 scheduler failed to start or was ejected, 6 timeout (the command or the guest killed), 7 unknown or malformed
@@ -125,6 +127,11 @@ def cmd_matrix(args) -> int:
 def cmd_peers(args) -> int:
     from . import peers
     return peers.main(args.names, force=args.force, list_only=args.list)
+
+
+def cmd_verifier(args) -> int:
+    from . import verifier
+    return verifier.main(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -253,6 +260,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="rebuild even if built")
     s.add_argument("--list", action="store_true", help="list the peers and whether they are built")
     s.set_defaults(func=cmd_peers)
+    s = sub.add_parser("verifier", help="verifier instructions and states per BPF program, against the baseline",
+                       description="Boot one guest, load scx_locality in each configuration of lab/verifier.py "
+                                   "with the verifier's stats log, and print per program the instructions "
+                                   "processed and the states (total, peak) beside scheduler/verifier-baseline.toml."
+                                   " Exit 0 when every program is within the margin (or with --update), 1 when "
+                                   "one grew past it, is new or is gone, 5 when a load failed.")
+    s.add_argument("--machine", default="numa2", help="machine name or a .toml path (default numa2)")
+    s.add_argument("--update", action="store_true", help="rewrite the machine's section of the baseline file")
+    s.add_argument("--baseline", default="", help="another baseline file (default scheduler/verifier-baseline.toml)")
+    s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
+    s.set_defaults(func=cmd_verifier)
     return p
 
 

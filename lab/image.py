@@ -20,6 +20,8 @@ Extras (EXTRAS): overlays a boot gets only when it asks for them (a benchmark's 
 --extra`), after the flavour's, so that every other boot keeps the base image's size. "kernbench" carries gcc,
 binutils, make and a C tree configured on the host (lab/kernbench.py). "perf" carries Debian's perf, to profile
 where the guest's CPU time goes (`perf record -a -e cpu-clock`: timer sampling works under TCG, which has no PMU).
+"verifier" carries verifstats.so (lab/guest/verifstats.c, built here with the host's gcc), which `bin/lab
+verifier` preloads into scx_locality to read the kernel verifier's statistics of each program (lab/verifier.py).
 """
 from __future__ import annotations
 
@@ -332,8 +334,35 @@ OVERLAY_FORMAT = 1
 # cached files are NAME-DIGEST.cpio.gz and overlay-NAME-DIGEST.cpio.gz; see _cached).
 # "kernbench": gcc, binutils, make and a configured C tree to build (lab/kernbench.py).
 # "perf": Debian's perf (package linux-perf), for kernel profiles of a run.
-EXTRAS = ("kernbench", "perf")
+# "verifier": verifstats.so, preloaded into scx_locality by bin/lab verifier (lab/verifier.py).
+EXTRAS = ("kernbench", "perf", "verifier")
 PERF_BINARY = "/usr/bin/perf"
+VERIFSTATS_SOURCE = GUEST_DIR / "verifstats.c"
+VERIFSTATS_GUEST = "/usr/local/lib/verifstats.so"
+
+
+def build_verifstats(log=print) -> Path:
+    """lab/guest/verifstats.c built with the host's gcc into CACHE/verifier/verifstats-DIGEST.so (DIGEST: of the
+    source), once per source; the guest runs the host's libc, as it does for every host binary."""
+    src = VERIFSTATS_SOURCE.read_bytes()
+    out = paths.cache() / "verifier" / f"verifstats-{hashlib.sha256(src).hexdigest()[:16]}.so"
+    if out.exists():
+        return out
+    with cache_lock(out.parent, log, what="verifstats build"):
+        if out.exists():
+            return out
+        fd, tmp_name = tempfile.mkstemp(prefix=".verifstats-", suffix=".so", dir=out.parent)
+        os.close(fd)
+        try:
+            r = subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", tmp_name, str(VERIFSTATS_SOURCE),
+                                "-ldl"], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise BuildFailed(f"building {VERIFSTATS_SOURCE} failed (gcc exit {r.returncode}): {r.stderr}")
+            os.chmod(tmp_name, 0o755)
+            os.rename(tmp_name, out)
+        finally:
+            Path(tmp_name).unlink(missing_ok=True)
+    return out
 
 
 def check_extras(extras) -> list[str]:
@@ -357,9 +386,11 @@ def overlay_inputs(name: str, log=print) -> dict[str, str]:
     """Guest path -> host path of a flavour's or an extra's overlay (without libraries). "systemd": systemd,
     journald, systemctl, journalctl and journald's units from the host; the lab's /init, minimal units,
     /etc/os-release and guest scripts (lab/guest/systemd/); the repo's services/ files under /lab/services, for
-    the job to install. "kernbench": see lab/kernbench.py. "perf": /usr/bin/perf."""
+    the job to install. "kernbench": see lab/kernbench.py. "perf": /usr/bin/perf. "verifier": verifstats.so."""
     if name == "kernbench":
         return kernbench.inputs(cache_lock, log)
+    if name == "verifier":
+        return {VERIFSTATS_GUEST: str(build_verifstats(log))}
     if name == "perf":
         if not os.path.exists(PERF_BINARY):
             raise setup.SetupMissing(f"{PERF_BINARY} is missing (Debian package linux-perf); run: bin/lab setup")

@@ -120,7 +120,7 @@ def test_bench_boots_carry_an_extra_only_for_a_benchmark_that_names_it():
 
 
 @pytest.mark.parametrize("value, says", [
-    ('["compiler"]', "field 'image_extras': 'compiler' is not an image extra (known: kernbench, perf)"),
+    ('["compiler"]', "field 'image_extras': 'compiler' is not an image extra (known: kernbench, perf, verifier)"),
     ('"kernbench"', "field 'image_extras' must be a list of strings"),
 ])
 def test_bad_image_extras_are_refused(tmp_path, value, says):
