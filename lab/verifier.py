@@ -81,10 +81,14 @@ class Measured:
     other: list[str]
 
 
+# Programs the sched_ext headers (scx_cargo's scx/common.bpf.h) put into every scheduler's object, loaded with it.
+LIBRARY_PROGRAMS = {"scx_lib_init_probe"}
+
+
 def program_names(bpf_dir: Path = BPF_DIR) -> set[str]:
-    """The names of scx_locality's BPF programs, from its sources: the struct_ops callbacks (BPF_STRUCT_OPS,
-    BPF_STRUCT_OPS_SLEEPABLE) and the other programs (BPF_PROG)."""
-    names = set()
+    """The names of scx_locality's BPF programs: from its sources, the struct_ops callbacks (BPF_STRUCT_OPS,
+    BPF_STRUCT_OPS_SLEEPABLE) and the other programs (BPF_PROG); and LIBRARY_PROGRAMS."""
+    names = set(LIBRARY_PROGRAMS)
     for f in sorted(bpf_dir.glob("*.bpf.c")):
         names |= set(re.findall(r"\bBPF_(?:STRUCT_OPS(?:_SLEEPABLE)?|PROG)\(\s*(\w+)", f.read_text()))
     return names

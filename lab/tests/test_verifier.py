@@ -51,7 +51,7 @@ def test_full_name_needs_one_program_with_that_prefix():
 
 def test_program_names_come_from_the_sources():
     names = verifier.program_names()
-    assert {"locality_enqueue", "locality_select_cpu", "locality_init", "memory_fault"} <= names
+    assert {"locality_enqueue", "locality_select_cpu", "locality_init", "memory_fault", "scx_lib_init_probe"} <= names
     # no two programs share the 15 characters the kernel keeps, or the shim's lines could not be told apart
     assert len({n[:verifier.KNAME_LEN] for n in names}) == len(names)
 
