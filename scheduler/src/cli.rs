@@ -95,6 +95,17 @@ impl EnqueueHandoff {
     }
 }
 
+/// --sync-wake-target values (bpf/push.bpf.c, push_waker_cpu()).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyncWakeTarget {
+    /// An idle CPU from the usual search.
+    Search,
+    /// The waker's CPU when waker and wakee are partners (few wakees each).
+    WakerIfPair,
+    /// The waker's CPU for every synchronous wake-up.
+    Waker,
+}
+
 /// --push-cross-node values (bpf/numa.bpf.c, numa_push_across()).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PushCrossNode {
@@ -214,6 +225,16 @@ pub struct Opts {
     /// the kernel's wake_affine(); A/B switch).
     #[arg(long, hide = true, help_heading = "Push and pull")]
     pub no_wake_affine: bool,
+
+    /// Where a task woken synchronously by a task of its own LLC goes,
+    /// when nothing else is queued on the waker's CPU and prev is not
+    /// idle: search (an idle CPU, as for any wake-up), waker-if-pair (the
+    /// waker's CPU, to run there when the waker sleeps, if waker and
+    /// wakee are partners), waker (the waker's CPU always, as sched_ext's
+    /// built-in selection does).
+    #[arg(long, hide = true, help_heading = "Push and pull", value_enum, value_name = "TARGET",
+          default_value = "search")]
+    pub sync_wake_target: SyncWakeTarget,
 
     /// A task woken onto another CPU is activated by the waker, which takes
     /// that CPU's run queue lock and sends it a reschedule IPI, instead of
@@ -1068,6 +1089,7 @@ mod tests {
         "sparse-idle",
         "no-sparse-idle",
         "no-wake-affine",
+        "sync-wake-target",
         "no-queued-wakeups",
         "numa-balance",
         "steal-cross-node",

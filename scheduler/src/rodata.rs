@@ -14,7 +14,7 @@ use log::warn;
 
 use crate::bpf_skel::{types, OpenBpfSkel};
 use crate::cache::{self, CacheBusyWake, CacheGates};
-use crate::cli::{EnqueueHandoff, IdleSearch, Opts, PushCrossNode};
+use crate::cli::{EnqueueHandoff, IdleSearch, Opts, PushCrossNode, SyncWakeTarget};
 use crate::numa::{self, ExecPlacement, NumaBalance};
 use crate::topology::{Topo, MAX_SMT};
 
@@ -86,6 +86,8 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     r.place_least_loaded = opts.exec_placement != ExecPlacement::Allowance;
     r.place_quiet_stays = opts.exec_placement == ExecPlacement::LeastLoaded;
     r.wake_affine = !opts.no_wake_affine;
+    r.sync_to_waker = opts.sync_wake_target != SyncWakeTarget::Search;
+    r.sync_to_waker_pairs = opts.sync_wake_target == SyncWakeTarget::WakerIfPair;
     r.numa_mode = mode.bpf_mode();
     r.numa_interval_ns = opts.numa_interval_ms * 1_000_000;
     r.home_enabled = opts.home_node();
@@ -208,6 +210,7 @@ mod tests {
         "no_idle_core", "idle_prev_first", "sparse_idle", "wake_gran_ns", "decide_period_ns",
         "steal_cross_node", "idle_pull_across", "push_cross_wake", "push_cross_fork", "push_cross_unpaired",
         "wake_follow", "place_at_fork", "place_least_loaded", "place_quiet_stays", "wake_affine",
+        "sync_to_waker", "sync_to_waker_pairs",
         "numa_mode", "numa_interval_ns", "home_enabled", "cache_aware", "cache_track", "cache_wake_aggr",
         "cache_across_nodes", "cache_epoch_ns", "cache_epoch_timeout", "cache_switch_ratio",
         "cache_aggr_tol", "cache_overaggr_pct", "cache_imb_pct", "cache_gates_util", "cache_busy_leave",
@@ -217,12 +220,6 @@ mod tests {
         "cpu_topo_known", "cpu_nr_sibs", "cpu_sibs", "llc_off", "llc_cpus", "node_off", "node_cpus",
         "nr_idle_lines", "cpu_idle_slot", "llc_line_off", "line_llc", "node_line_off", "node_lines",
     ];
-    /// Knobs whose BPF initialiser is not the default rodata.rs writes:
-    /// main.bpf.c starts them false (--exec-placement=allowance) where the
-    /// default is least-loaded. The agent always writes them, so only the
-    /// initialiser is stale; when it is corrected, this list must go.
-    const BPF_INITIALISER_STALE: &[&str] = &["place_least_loaded", "place_quiet_stays"];
-
     /// The rodata variable names of the skeleton, scx_utils' own left out.
     fn rodata_names() -> Vec<String> {
         let skel = include_str!(concat!(env!("OUT_DIR"), "/bpf_skel.rs"));
@@ -280,11 +277,12 @@ mod tests {
             no_idle_core, idle_prev_first, sparse_idle, wake_gran_ns, decide_period_ns,
             steal_cross_node, idle_pull_across, push_cross_wake, push_cross_fork, push_cross_unpaired,
             wake_follow, place_at_fork, place_least_loaded, place_quiet_stays, wake_affine,
+            sync_to_waker, sync_to_waker_pairs,
             numa_mode, numa_interval_ns, home_enabled, cache_aware, cache_track, cache_wake_aggr,
             cache_across_nodes, cache_epoch_ns, cache_epoch_timeout, cache_switch_ratio,
             cache_aggr_tol, cache_overaggr_pct, cache_imb_pct, cache_gates_util, cache_busy_leave,
         );
-        assert_eq!(differ, BPF_INITIALISER_STALE, "knobs whose BPF initialiser is not the default");
+        assert!(differ.is_empty(), "knobs whose BPF initialiser is not the default: {differ:?}");
     }
 
     /// Variables of the skeleton's rodata that scx_utils writes itself:

@@ -495,7 +495,7 @@ impl Metrics {
         writeln!(
             w,
             "  pick   prev={} prev_core={} llc_core={} llc_cpu={} node_cpu={} other={} none={} \
-             affine={} (wide {})",
+             affine={} (wide {}) waker={}",
             self.pick_prev,
             self.pick_prev_core,
             self.pick_llc_core,
@@ -504,7 +504,8 @@ impl Metrics {
             self.pick_other,
             self.pick_none,
             self.pick_affine,
-            self.affine_wide
+            self.affine_wide,
+            self.pick_waker
         )?;
         writeln!(
             w,
@@ -1077,7 +1078,7 @@ mod tests {
         Metrics::from_counters(&c).format(&mut out, "test").unwrap();
         let want = "\
 [scx_locality] test
-  pick   prev=78000000 prev_core=1000000 llc_core=2000000 llc_cpu=3000000 node_cpu=4000000 other=5000000 none=6000000 affine=7000000 (wide 8000000)
+  pick   prev=78000000 prev_core=1000000 llc_core=2000000 llc_cpu=3000000 node_cpu=4000000 other=5000000 none=6000000 affine=7000000 (wide 8000000) waker=81000000
   steal  smt=9000000 llc=10000000 node=11000000 remote=12000000 offline=13000000 kicks=23000000 handoffs=77000000 (waking 80000000)
   migr   cross_llc=14000000 cross_node=15000000  idle_while_queued llc=16.0ms node=17.0ms (24000000 samples, timer 25.0ms, 26000000 stretched)
   queue  enq=18000000 fallback=19000000 direct=20000000 local=21000000 keep_prev=22000000 wake_preempt=27000000 rescue_kicks=28000000 kick_dropped=29000000 max_wait=0.0ms () idle_resync=67000000 idle_claim_lost=68000000

@@ -53,6 +53,8 @@ extern const volatile bool place_at_fork;
 extern const volatile bool place_least_loaded;
 extern const volatile bool place_quiet_stays;
 extern const volatile bool wake_affine;
+extern const volatile bool sync_to_waker;
+extern const volatile bool sync_to_waker_pairs;
 
 extern const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */
 extern const volatile u16 cpu_node[MAX_CPUS];	/* dense node index of each CPU */

@@ -135,9 +135,11 @@ const volatile bool push_cross_fork = true;	/* numa.bpf.c rule 7 for a new task 
 const volatile bool push_cross_unpaired;	/* ... for a wake-up not within a pair */
 const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */
 const volatile bool place_at_fork;	/* numa.bpf.c rule 3: fork too, not only exec */
-const volatile bool place_least_loaded;	/* numa.bpf.c rule 3: Bligh/Hohnbaum's form */
-const volatile bool place_quiet_stays;	/* ... and its first test: a program on a quiet CPU stays */
+const volatile bool place_least_loaded = true;	/* numa.bpf.c rule 3: Bligh/Hohnbaum's form */
+const volatile bool place_quiet_stays = true;	/* ... and its first test: a program on a quiet CPU stays */
 const volatile bool wake_affine = true;	/* push.bpf.c step 0b */
+const volatile bool sync_to_waker;		/* push_waker_cpu() */
+const volatile bool sync_to_waker_pairs;	/* ... only between partners */
 
 const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */
 const volatile u16 cpu_node[MAX_CPUS];	/* dense node index of each CPU */
@@ -278,9 +280,10 @@ s32 BPF_STRUCT_OPS(locality_select_cpu, struct task_struct *p, s32 prev_cpu,
 	if (cpu < 0)
 		return prev_cpu;
 	/*
-	 * We claimed an idle CPU (its idle bit is cleared), so its local DSQ
-	 * is empty and the task runs next there: skipping the vtime DSQ costs
-	 * no fairness. The task's vtime is still charged in ops.stopping.
+	 * We claimed an idle CPU (its idle bit is cleared), or chose a
+	 * waker's CPU with nothing queued: either way the local DSQ is empty
+	 * and the task runs next there, so skipping the vtime DSQ costs no
+	 * fairness. The task's vtime is still charged in ops.stopping.
 	 */
 	place_vtime(tctx, cpu);
 	if (tctx)

@@ -4,7 +4,8 @@
  *
  * ops.select_cpu (main.bpf.c) asks place_wakeup() for a CPU. Each rule
  * below is one call into the file of its mechanism; the first that returns
- * a claimed idle CPU wins, and the task is inserted straight into that
+ * a claimed idle CPU (or, for push_waker_cpu(), the waker's CPU with
+ * nothing queued) wins, and the task is inserted straight into that
  * CPU's local DSQ. -1 from every rule leaves the task on prev: ops.enqueue
  * queues it there and may wake an idle CPU nearby to pull it (pull.bpf.c).
  *
@@ -22,8 +23,9 @@
  *      numa.bpf.c rule 2b);
  *   4. cache-aware: an idle CPU of the process's preferred LLC
  *      (cache.bpf.c, asked by an idle CPU or with --cache-wake-aggr);
- *   5. synchronous, waker in another LLC of prev's node: an idle CPU of
- *      the waker's LLC (push_wake_affine());
+ *   5. synchronous, waker in prev's LLC: the waker's own CPU, with
+ *      --sync-wake-target (push_waker_cpu()); waker in another LLC of
+ *      prev's node: an idle CPU of the waker's LLC (push_wake_affine());
  *   6. the idle search near prev: its core, its LLC, its node (then
  *      another node only with --push-cross-node=always, or =unpaired for
  *      a wake-up that is not a partner's, and if the NUMA policy allows;
@@ -92,6 +94,9 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *
 	if (cpu >= 0)
 		return cpu;
 	if (sync) {
+		cpu = push_waker_cpu(p, tctx, waker, prev_cpu, this_cpu);
+		if (cpu >= 0)
+			return cpu;
 		cpu = push_wake_affine(p, tctx, waker, prev_cpu, this_cpu);
 		if (cpu >= 0)
 			return cpu;

@@ -76,7 +76,7 @@
 __hidden bool push_tracks_wakees(void)
 {
 	return (wake_follow && numa_mode != NUMA_OFF && nr_nodes >= 2) ||
-	       (wake_affine && nr_llcs > nr_nodes);
+	       (wake_affine && nr_llcs > nr_nodes) || sync_to_waker_pairs;
 }
 
 /* the waker, context @w (may be NULL), is waking @p */
@@ -154,6 +154,53 @@ __hidden s32 push_wake_affine(struct task_struct *p __arg_trusted, struct task_c
 	if (cpu >= 0)
 		stat_inc(STAT_PICK_AFFINE);
 	return cpu;
+}
+
+/*
+ * The waker's CPU: @p, woken synchronously by the task on @waker_cpu in
+ * prev's LLC, goes into that CPU's local DSQ to run when the waker sleeps;
+ * -1 leaves it to the idle search. --sync-wake-target: search (never),
+ * waker-if-pair (only when neither serves many partners), waker (always).
+ *
+ * Why: a synchronous waker is about to wait for its wakee (a pipe, a
+ * socket's request and reply), so the wakee finds the data it is sent in
+ * the waker's caches and no idle CPU has to be woken for it. The kernel's
+ * fair class makes the waker's CPU the target of such a wake-up when the
+ * waker runs alone (wake_affine_idle()) but then takes any idle CPU of
+ * its LLC; sched_ext's built-in selection keeps the wakee on the waker's
+ * CPU while that CPU has nothing queued.
+ *
+ * Not taken: when something is queued on the waker's CPU (the wakee would
+ * wait behind it), when prev is idle (it has the wakee's cache and nothing
+ * to wait for), across LLCs (wake affine and the NUMA policy decide there)
+ * or when @p may not run on the waker's CPU.
+ */
+__hidden s32 push_waker_cpu(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
+			    struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
+{
+	const struct cpumask *idle;
+	bool prev_idle;
+	u32 llc;
+
+	if (!sync_to_waker || !cpu_valid(prev_cpu) || !cpu_valid(waker_cpu))
+		return -1;
+	llc = cpu_llc[waker_cpu & CPU_MASK];
+	if (llc != cpu_llc[prev_cpu & CPU_MASK] ||
+	    !bpf_cpumask_test_cpu(waker_cpu, p->cpus_ptr))
+		return -1;
+	if (scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) > 0 || scx_bpf_dsq_nr_queued(waker_cpu) > 0)
+		return -1;
+	if (sync_to_waker_pairs && push_wake_wide(tctx, waker, llc))
+		return -1;
+	if (prev_cpu != waker_cpu) {
+		idle = scx_bpf_get_idle_cpumask();
+		prev_idle = bpf_cpumask_test_cpu(prev_cpu, idle);
+		scx_bpf_put_idle_cpumask(idle);
+		if (prev_idle)
+			return -1;
+	}
+	stat_inc(STAT_PICK_WAKER);
+	return waker_cpu;
 }
 
 /*

@@ -135,3 +135,5 @@ LOC_STAT(XNODE_CACHE_AGGR, xnode_cache_aggr, CNT, "cross-node move: a waking tas
 
 /* of enq_handoff, the tasks handed over at a wake-up (--enqueue-handoff=all; pull_claim_near()) */
 LOC_STAT(ENQ_HANDOFF_WAKE, enq_handoff_wake, CNT, "enqueue: of enq_handoff, waking tasks")
+/* push_waker_cpu(): a sync wake-up queued on the waker's own CPU (--sync-wake-target) */
+LOC_STAT(PICK_WAKER, pick_waker, CNT, "select_cpu: sync wake-up put on the waker's CPU, to run when it sleeps")
