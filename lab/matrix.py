@@ -284,6 +284,18 @@ def store_folder(st: Path | None, folder: Path, est_s: float | None, spec: str, 
         log(f"matrix: not stored: {e}")
 
 
+def _lock_out(out: Path):
+    """Create out and hold its .lock for the caller's lifetime: one bin/lab matrix per folder."""
+    out.mkdir(parents=True, exist_ok=True)
+    lock = open(out / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise MatrixError(f"another bin/lab matrix is running in {out}") from None
+    return lock
+
+
 def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str, resume: bool,
                stdout=sys.stdout, results_store: Path | None = None) -> int:
     """Run what the plan still lacks in out, writing the page after every boot; the worst bench exit code.
@@ -291,12 +303,7 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
     def log(msg):
         print(msg, file=stdout, flush=True)
 
-    out.mkdir(parents=True, exist_ok=True)
-    lock = open(out / ".lock", "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise MatrixError(f"another bin/lab matrix is running in {out}") from None
+    lock = _lock_out(out)
     state = load_state(out)
     if state and not state.get("boots") and not any(runs_done(out, u) for u in plan.units):
         state = {}  # nothing ran there: a fresh start
@@ -765,12 +772,7 @@ def run_budget(plan: Plan, out: Path, results_store: Path, budget_s: float, buil
     def log(msg):
         print(msg, file=stdout, flush=True)
 
-    out.mkdir(parents=True, exist_ok=True)
-    lock = open(out / ".lock", "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise MatrixError(f"another bin/lab matrix is running in {out}") from None
+    lock = _lock_out(out)
     t0 = clock()
     worst = run.EXIT_OK
     try:
