@@ -73,7 +73,7 @@ KERNEL_ARGS = "console=ttyS0 quiet loglevel=4 panic=-1"
 # The guest's clock. Under TCG the kernel's boot-time TSC synchronisation check fails (vCPUs are host threads
 # that run late), marks the TSC unstable and falls back to the HPET, whose every read is an emulated device
 # access. QEMU derives every vCPU's TSC from one host clock, so it is synchronised; "tsc" trusts it. "hpet"
-# keeps the kernel's own choice. LOCALITY_GUEST_CLOCK picks one (LAB-NOTES.md has the measurements).
+# keeps the kernel's own choice. LOCALITY_GUEST_CLOCK picks one (lab/README.md, "The guest's clock").
 GUEST_CLOCKS = {"tsc": "tsc=reliable", "hpet": ""}
 DEFAULT_GUEST_CLOCK = "tsc"
 

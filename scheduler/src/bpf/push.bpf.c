@@ -33,8 +33,8 @@
  * per-LLC idle mask (few CPUs per cache line) so that CPUs going idle and
  * busy do not fight over one line, and searched it by LLC. idle.bpf.c has
  * both: the kernel's built-in sched_ext idle bitmaps (default) and our own
- * sparse flags, one 64-byte line per CPU, walked along the LLC / node CPU
- * lists (--sparse-idle). Built-in is the default: the sparse search
+ * sparse flags, up to 8 CPUs of one LLC per 64-byte line, walked along
+ * the LLC's / node's lines (--sparse-idle). Built-in is the default: the sparse search
  * measured no cheaper, and the built-in bitmaps must stay on
  * (SCX_OPS_KEEP_BUILTIN_IDLE) for the other users of the idle masks, so
  * the kernel writes their shared lines on every idle transition anyway
