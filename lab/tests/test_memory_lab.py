@@ -140,11 +140,18 @@ def test_home_nodes_against_their_off_switch_numa2(tmp_path):
     node share 1.00 every boot with homes, 0.508-0.517 without (docs/mechanisms.md#home-nodes-and-thread-homes). Started free, both now stay
     one per node without homes too, since a waking task no longer leaves its node. The bar is the gap to the
     off switch, not a share a quiet host reaches (a loaded host once gave 0.866 with homes). The off switch
-    varies from boot to boot (docs/decisions.md#what-a-lab-test-asserts), so the gap asked is 0.15."""
-    steps = bench_steps(tmp_path, "numa2", "scx_locality,scx_locality:--no-home-node", "memory-jbb2:placement=crowded")
+    varies from round to round (docs/decisions.md#what-a-lab-test-asserts): now and then the balancing alone
+    also ends one process per node (0.992 with homes, 1.00 without, in one boot of a make test), so each
+    scheduler runs two rounds (the same case, 20 and 21 s) and the gap of 0.15 is asked of the means: a
+    false failure needs the off switch to separate the processes in both rounds. Every round with homes must
+    reach 0.80."""
+    steps = bench_steps(tmp_path, "numa2", "scx_locality,scx_locality:--no-home-node",
+                        "memory-jbb2:placement=crowded:seconds=20/21")
     on, off = steps["scx_locality"], steps["scx_locality:--no-home-node"]
-    share = {k: st["cases"][0]["figures"]["node-share-min"] for k, st in (("on", on), ("off", off))}
-    assert share["on"] >= 0.80 and share["on"] - share["off"] >= 0.15, share
+    share = {k: [c["figures"]["node-share-min"] for c in st["cases"]] for k, st in (("on", on), ("off", off))}
+    assert len(share["on"]) == len(share["off"]) == 2, share
+    mean = {k: sum(v) / len(v) for k, v in share.items()}
+    assert min(share["on"]) >= 0.80 and mean["on"] - mean["off"] >= 0.15, share
     acted = {k: on["final_stats"][k] for k in ("home_kept", "home_active", "xnode_home")}
     assert sum(acted.values()) > 0, acted
     assert not any(off["final_stats"][k] for k in acted), off["final_stats"]
