@@ -667,15 +667,7 @@ def write_page(out: Path, page: Path) -> Path:
                                  " | ".join(f(pr["cells"][s][key]) for s in labels) + " |")
         cost = cost_rows([res for _u, res in folders], labels)
         mdata["cost"] = cost
-        if cost:
-            cols = [s for s in labels if s in cost]
-            lines += ["", "### Cost of the decisions", "",
-                      "BPF run time per call of each callback (the kernel's own per-program statistics, "
-                      "kernel.bpf_stats_enabled = 1, read before and after each case), pooled over this machine's "
-                      "benchmarks and runs; the range is the lowest and highest of one benchmark's run; calls per "
-                      "second of case run time; the last row is all callbacks' time as a share of the CPUs. EEVDF "
-                      "runs no BPF. Guest times under TCG: compare columns, not with native figures.", "",
-                      report.bpf_cost_table(cols, cost)]
+        lines += cost_section(cost, labels, "benchmarks")
         lines.append("")
         data["machines"][mname] = mdata
     page.parent.mkdir(parents=True, exist_ok=True)
@@ -1052,14 +1044,22 @@ def machine_section(mname: str, mcells: list[dict], labels: list[str]) -> tuple[
                     f(pr["cells"][s][key]) if s in pr["cells"] else "" for s in labels) + " |")
     cost = cost_rows([c["results"] for c in mcells], labels)
     mdata["cost"] = cost
-    if cost:
-        cols = [s for s in labels if s in cost]
-        lines += ["", "### Cost of the decisions", "",
-                  "BPF run time per call of each callback (kernel.bpf_stats_enabled), pooled over this machine's "
-                  "cells and runs; the range is the lowest and highest of one benchmark's run; calls per second of "
-                  "case run time. Guest times under TCG: compare columns, not with native figures.", "",
-                  report.bpf_cost_table(cols, cost)]
+    lines += cost_section(cost, labels, "cells")
     return lines + [""], mdata
+
+
+def cost_section(cost: dict, labels: list[str], pooled: str) -> list[str]:
+    """A machine's "Cost of the decisions" table (cost_rows pooled over its @pooled and runs); [] without BPF costs."""
+    if not cost:
+        return []
+    cols = [s for s in labels if s in cost]
+    return ["", "### Cost of the decisions", "",
+            "BPF run time per call of each callback (the kernel's own per-program statistics, "
+            f"kernel.bpf_stats_enabled = 1, read before and after each case), pooled over this machine's {pooled} "
+            "and runs; the range is the lowest and highest of one benchmark's run; calls per second of case run "
+            "time; the last row is all callbacks' time as a share of the CPUs. EEVDF runs no BPF. Guest times "
+            "under TCG: compare columns, not with native figures.", "",
+            report.bpf_cost_table(cols, cost)]
 
 
 def cost_growth(machines_cost: list[tuple[str, int, dict]], labels: list[str]) -> list[str]:
