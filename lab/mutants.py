@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """make test-mutants: every mechanism's lab tests, run with that mechanism switched off, must fail.
 
-A lab test that passes whether or not its mechanism works proves nothing (issue 58). lab/mutants.toml lists each
+A lab test that passes whether or not its mechanism works proves nothing. lab/mutants.toml lists each
 mechanism of scx_locality, its off switch and its tests; for each entry this runs those tests with
 LOCALITY_SCHED_EXTRA_FLAGS set to the off switch (lab/run.py appends it to every scx_locality the lab starts, the
 test's own off step included) and passes only when every one of them FAILS. The table (mechanism, flag, test,

@@ -13,7 +13,7 @@ from . import stats
 
 FIELD = 12  # width of a value
 PCT = 11  # width of "( -12.34%)" / "* -12.34%*"
-CACHE_SHARE_GOAL = 0.95  # issue #5: a process that fits an LLC should run >= 95% of its time in one
+CACHE_SHARE_GOAL = 0.95  # cache-aware scheduling's goal: a process that fits an LLC should run >= 95% of its time in one
 
 
 def load(out: Path) -> dict:

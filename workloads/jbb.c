@@ -17,7 +17,7 @@
  * the window, from sched_getcpu() every 256 transactions), "jbb_node_ops_share: F" (their share on that node)
  * and "jbb_mem_local: F" (share of the resident pages of its item and customer tables on that node at the end
  * of the window, asked of the kernel with move_pages(2) and nodes = NULL, which only queries).
- * For instances bigger than a node (van Riel 2014's spanning case, issue #23) also: "jbb_active_nodes: N" (the
+ * For instances bigger than a node (van Riel 2014's spanning case) also: "jbb_active_nodes: N" (the
  * nodes that took >= 10% of its transactions, "nodes=" their list), "jbb_wh_local: F" (share of the resident
  * pages of each warehouse's tables on its own node, the node where the threads working for that warehouse did
  * most transactions; over all warehouses), "jbb_inactive_share: F" (share of those pages on nodes that are not

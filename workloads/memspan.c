@@ -5,7 +5,7 @@
  *   memspan [-t THREADS | -N NODES] [-S SHARED_MB] [-P PRIVATE_MB] [-r SECONDS] [-w WARMUP_SECONDS]
  *           [-i main|threads] [-s INSTANCE]
  *
- * The case of van Riel's 2014 "NUMA balancing for workloads that span nodes" (issue #23): a good placement
+ * The case of van Riel's 2014 "NUMA balancing for workloads that span nodes": a good placement
  * keeps each thread's private memory on its thread's node, spreads the shared memory over the nodes the
  * process runs on, leaves nothing on the nodes it does not run on, and migrates little.
  *

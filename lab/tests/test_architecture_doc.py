@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """ARCHITECTURE.md and the header comment of scheduler/src/bpf/main.bpf.c say what the code is: the same BPF
-units as scheduler/build.rs builds, and no function that does not exist (issue 59, "Docs that stay true").
+units as scheduler/build.rs builds, and no function that does not exist.
 Pure text parsing, no build and no lab; each check is a function of the texts, so that a scratch script can
 run it on an older ARCHITECTURE.md (`git show REV:ARCHITECTURE.md`).
 

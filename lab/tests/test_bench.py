@@ -700,7 +700,7 @@ memspan_migrated_mb: 12.5 instance=2
 
 
 def test_memory_span_benchmark_cases_and_figures():
-    """Issue #23: one or two memspan instances spanning 2 nodes each, kernel NUMA balancing on; the figures take
+    """van Riel 2014's spanning case: one or two memspan instances spanning 2 nodes each, kernel NUMA balancing on; the figures take
     the worst instance (shared-imbalance, inactive share: max; private locality: min)."""
     b = benchfile.load_benchmark("memory-span")
     cases = {c.label: c.command for c in b.cases()}
@@ -720,7 +720,7 @@ def test_memory_span_benchmark_cases_and_figures():
 
 
 def test_memory_jbb2_spanning_placement_and_figures():
-    """Issue #23: jbb instances bigger than a node; pinned-half binds each instance to half the nodes."""
+    """van Riel 2014's spanning case: jbb instances bigger than a node; pinned-half binds each instance to half the nodes."""
     b = benchfile.load_benchmark("memory-jbb2")
     assert [c.label for c in b.cases()] == ["free", "pinned"]  # pinned-half is asked for by name
     half = benchfile.load_benchmark("memory-jbb2:placement=pinned-half").cases()[0].command

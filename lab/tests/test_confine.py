@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only
-"""QEMU is confined: no network, the seccomp sandbox, and as root no root (issue 26.3)."""
+"""QEMU is confined: no network, the seccomp sandbox, and as root no root."""
 import os
 import shutil
 import subprocess

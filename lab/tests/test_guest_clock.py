@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only
-"""The guest's clocksource is chosen by the lab, not left to the kernel's fallback under TCG (issue 26.6)."""
+"""The guest's clocksource is chosen by the lab, not left to the kernel's fallback under TCG."""
 from pathlib import Path
 
 import pytest

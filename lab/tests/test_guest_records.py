@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only
-"""The guest is not trusted: its records can only put plain, bounded files into the run folder (issue 26.1)."""
+"""The guest is not trusted: its records can only put plain, bounded files into the run folder."""
 import base64
 import os
 import random

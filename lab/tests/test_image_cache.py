@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """The shared image cache: concurrent builds are atomic and locked, and no build removes an image another run
-may be using (issue 26.4)."""
+may be using."""
 import gzip
 import os
 import subprocess

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """No QEMU outlives bin/lab: Ctrl-C, SIGTERM (timeout(1), CI), SIGHUP and exceptions kill it, remove the run's
-temporary files and say so; bin/lab run bounds its command in the guest (issue 26.2)."""
+temporary files and say so; bin/lab run bounds its command in the guest."""
 import signal
 
 import fakelab

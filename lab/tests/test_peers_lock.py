@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only
-"""bin/lab peers under a shared cache: one build of a peer at a time (issue 26)."""
+"""bin/lab peers under a shared cache: one build of a peer at a time."""
 import os
 import threading
 

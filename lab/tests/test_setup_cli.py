@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
-"""bin/lab setup and the host's apt sources: it says before it adds one, and --no-apt-source adds none
-(issue 26.7). The system commands are fakes on PATH that log their calls: nothing is installed or copied."""
+"""bin/lab setup and the host's apt sources: it says before it adds one, and --no-apt-source adds none.
+The system commands are fakes on PATH that log their calls: nothing is installed or copied."""
 import os
 import subprocess
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """Machine and benchmark files: unknown fields and out-of-range values are refused, naming the file, the field
-and the bounds (issue 26.5)."""
+and the bounds."""
 import subprocess
 
 import pytest
