@@ -25,6 +25,7 @@
 //!   private or shared;
 //! - plan.rs: which pages of which mapping go where (`--memory` mode);
 //! - migrate.rs: move_pages(2) within the budget (`--memory-budget-mbps`);
+//!   plan.rs and it read pages and mappings through pages.rs;
 //! - this file: the thread, the pass, and publishing what it saw into
 //!   report.rs's types, which stats.rs reads.
 //!
@@ -80,6 +81,7 @@ use crate::home::{HomePlan, Homes};
 pub(crate) mod affinity;
 pub mod evidence;
 mod migrate;
+mod pages;
 pub(crate) mod plan;
 mod roster;
 pub mod report;

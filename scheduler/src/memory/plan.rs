@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::evidence::{Evidence, SharedPlan, Use, CHUNK_SHIFT};
-use super::migrate::{page_nodes, vma_ends};
+use super::pages::{page_nodes, vma_ends};
 use super::{read, MemoryMode, Placer, QUIET_SCANS};
 
 /// The census of shared pages in mappings that also hold private chunks
