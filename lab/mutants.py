@@ -37,7 +37,7 @@ from . import image, paths, run
 
 MUTANTS_FILE = paths.REPO / "lab" / "mutants.toml"
 NOBODY = "65534"
-# scx_locality's exit codes (cli.rs EXIT_CODES): 2 a refused flag; 3 not root, which it says only after clap
+# scx_locality's exit codes (exit.rs EXIT_CODES): 2 a refused flag; 3 not root, which it says only after clap
 # accepted the flags
 EXIT_BAD_FLAG, EXIT_NOT_ROOT = 2, 3
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! The command line: the agent's options (Opts, clap) with their defaults,
-//! the documented exit codes and the one-line error format.
+//! and how a bad flag is reported (the exit codes --help lists, and the
+//! error that carries one, are exit.rs's).
 //!
 //! Help: --help lists the product options, grouped by mechanism (clap
 //! help headings), one line each. Experiment switches (A/B switches and
@@ -24,10 +25,10 @@
 //!
 //! Errors: every error is one line on stderr starting
 //! `scx_locality: error: `: parse_opts() for a bad flag (exit 2, clap's
-//! code), classify() for the rest (fatal() carries its own exit code).
+//! code), exit.rs's classify() for the rest (fatal() carries its own exit
+//! code).
 
 use clap::{ArgAction, CommandFactory, Parser};
-use std::fmt;
 use std::path::PathBuf;
 
 use crate::memory::scope::Rule;
@@ -35,26 +36,7 @@ use crate::memory::MemoryMode;
 use crate::cache::{CacheBusyWake, CacheGates};
 use crate::bpf_intf::dfl;
 use crate::numa::{ExecPlacement, NumaBalance};
-
-const EXIT_CODES: &str = "\
-Exit codes:
-  0  clean exit (SIGINT/SIGTERM detached the scheduler)
-  1  other error
-  2  bad command-line flag
-  3  not root
-  4  kernel without sched_ext (/sys/kernel/sched_ext missing)
-  5  another sched_ext scheduler is already loaded
-  6  bad --topology-override file
-  7  scheduler ejected by the kernel (exit kind and reason are printed)
-`scx_locality explain --help` lists explain's own codes.";
-
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_ERROR: i32 = 1;
-pub const EXIT_NOT_ROOT: i32 = 3;
-pub const EXIT_NO_SCHED_EXT: i32 = 4;
-pub const EXIT_BUSY: i32 = 5;
-pub const EXIT_BAD_OVERRIDE: i32 = 6;
-pub const EXIT_EJECTED: i32 = 7;
+use crate::exit::{EXIT_CODES, EXIT_OK};
 
 /// --idle-search values (bpf/push.bpf.c step 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -678,37 +660,6 @@ impl Opts {
     }
 }
 
-/// An error with its own exit code.
-#[derive(Debug)]
-struct Fatal {
-    code: i32,
-    msg: String,
-}
-
-impl fmt::Display for Fatal {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "{}", self.msg)
-    }
-}
-
-impl std::error::Error for Fatal {}
-
-pub fn fatal(code: i32, msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Fatal {
-        code,
-        msg: msg.into(),
-    })
-}
-
-/// Map an error to (exit code, one-line message).
-pub fn classify(e: &anyhow::Error) -> (i32, String) {
-    if let Some(f) = e.downcast_ref::<Fatal>() {
-        return (f.code, f.msg.clone());
-    }
-    let msg = format!("{e:#}").replace('\n', " ");
-    (EXIT_ERROR, msg)
-}
-
 /// Parse the command line; on a bad flag print one prefixed line and exit 2
 /// (clap's code), --help/--version go to stdout with exit 0.
 pub fn parse_opts() -> Opts {
@@ -743,7 +694,6 @@ fn flag_error_line(e: &clap::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use anyhow::anyhow;
     use clap::error::ErrorKind;
 
     fn parse(args: &[&str]) -> std::result::Result<Opts, clap::Error> {
@@ -1178,15 +1128,5 @@ mod tests {
         for code in ["0  clean exit", "5  another sched_ext", "6  bad --topology-override", "7  scheduler ejected"] {
             assert!(s.contains(code), "help lacks {code:?}");
         }
-    }
-
-    #[test]
-    fn fatal_codes() {
-        let (c, m) = classify(&fatal(EXIT_BAD_OVERRIDE, "f.json: CPU 9 does not exist"));
-        assert_eq!((c, m.as_str()), (6, "f.json: CPU 9 does not exist"));
-        let (c, m) = classify(&anyhow!("line one\nline two").context("loading"));
-        assert_eq!(c, EXIT_ERROR);
-        assert!(!m.contains('\n'));
-        assert!(m.starts_with("loading: "), "{m}");
     }
 }

@@ -42,7 +42,7 @@
 //! SCX_TIMEOUT_MS overrides it (read by scx_utils). The stat max_wait_ms
 //! shows the longest wait actually seen.
 //!
-//! Exit codes:
+//! Exit codes (exit.rs):
 //!   0  clean exit (SIGINT/SIGTERM: the scheduler was detached)
 //!   1  any other error
 //!   2  bad command line (clap)
@@ -61,6 +61,7 @@ mod cache;
 mod cli;
 mod comm;
 mod decisions;
+mod exit;
 mod explain;
 mod home;
 mod memory;
@@ -85,9 +86,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cli::{
-    classify, fatal, full_version, parse_opts, Opts, EXIT_BAD_OVERRIDE, EXIT_BUSY, EXIT_EJECTED, EXIT_NOT_ROOT,
-    EXIT_NO_SCHED_EXT, EXIT_OK,
+use cli::{full_version, parse_opts, Opts};
+use exit::{
+    classify, fatal, EXIT_BAD_OVERRIDE, EXIT_BUSY, EXIT_EJECTED, EXIT_NOT_ROOT, EXIT_NO_SCHED_EXT, EXIT_OK,
 };
 use memory::MemoryMode;
 use numa::NumaBalance;

@@ -48,7 +48,7 @@ use scx_stats::prelude::*;
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::cli::{fatal, EXIT_BUSY, EXIT_ERROR, EXIT_NO_SCHED_EXT, EXIT_OK};
+use crate::exit::{fatal, EXIT_BUSY, EXIT_ERROR, EXIT_NO_SCHED_EXT, EXIT_OK};
 
 pub const EXIT_NO_PID: i32 = 10;
 pub const EXIT_NOT_SCX: i32 = 11;
@@ -271,7 +271,7 @@ fn fake(root: &std::path::Path, state: &str, ops: &str) -> Paths {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::classify;
+    use crate::exit::classify;
 
     fn code(r: Result<Option<u32>>) -> i32 {
         match r {
