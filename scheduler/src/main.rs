@@ -270,7 +270,9 @@ impl<'a> Scheduler<'a> {
         check_not_busy()?;
         let link = scx_ops_attach!(skel, locality_ops)?;
 
-        let server = match stats::launch_server() {
+        // one socket: the statistics ("top") and explain's targets
+        let data = explain::serve::add_targets(stats::server_data());
+        let server = match scx_stats::StatsServer::new(data).launch() {
             Ok(s) => Some(s),
             Err(e) => {
                 warn!("stats server unavailable ({e:#}); --stats/--monitor will not work");

@@ -749,12 +749,13 @@ pub enum Res {
     View(Box<crate::explain::AgentView>),
 }
 
-/// What the scx_stats server serves: the meta of `Metrics` and its parts
-/// (also what --help-stats prints), the "top" request, forwarded to the
-/// owner of the BPF skeleton over the server's channels (Req::Top, answered
-/// with Res::Top), and explain's targets (explain::serve).
+/// What the scx_stats server serves of the statistics: the meta of
+/// `Metrics` and its parts (also what --help-stats prints) and the "top"
+/// request, forwarded to the owner of the BPF skeleton over the server's
+/// channels (Req::Top, answered with Res::Top). explain/serve.rs adds its
+/// targets to it, and main.rs launches the server.
 pub fn server_data() -> StatsServerData<Req, Res> {
-    let data = StatsServerData::<Req, Res>::new()
+    StatsServerData::<Req, Res>::new()
         .add_meta(Metrics::meta())
         .add_meta(ProgRunTime::meta())
         .add_meta(CacheProc::meta())
@@ -768,13 +769,7 @@ pub fn server_data() -> StatsServerData<Req, Res> {
                     Res::View(_) => anyhow::bail!("stats: answer of the wrong kind"),
                 }
             }),
-        );
-    crate::explain::serve::add_targets(data)
-}
-
-/// Start the scx_stats server.
-pub fn launch_server() -> Result<StatsServer<Req, Res>> {
-    StatsServer::new(server_data()).launch()
+        )
 }
 
 /// Client loop: print interval deltas every `intv` until `shutdown`.

@@ -30,6 +30,8 @@ pub const INTERVAL_MS: (u64, u64) = (100, 60_000);
 /// (memory/sample.rs MIN_RSS_MB).
 const MIN_RSS_KB: u64 = crate::memory::sample::MIN_RSS_MB << 10;
 
+/// The statistics' server data (stats::server_data()) with explain's two
+/// targets added: what main.rs serves.
 pub fn add_targets(d: StatsServerData<Req, Res>) -> StatsServerData<Req, Res> {
     d.add_stats("explain", Box::new(|args, (req, res)| explain(args, req, res)))
         .add_stats("explain_top", Box::new(|args, (req, res)| top(args, req, res)))
