@@ -26,7 +26,7 @@
 //! --memory, --memory-budget-mbps, --memory-interval-ms,
 //! --memory-node-affinity, --memory-include, --memory-exclude,
 //! --no-home-node (memory placement, agent-side,
-//! see memory/ and home.rs),
+//! see memory/ and memory/home.rs),
 //! --topology-override FILE, --stats SECS, --monitor SECS, --help-stats,
 //! --exit-dump-len, -v / --log-level, --version.
 //!
@@ -63,7 +63,6 @@ mod comm;
 mod decisions;
 mod exit;
 mod explain;
-mod home;
 mod memory;
 mod numa;
 mod rodata;
@@ -482,7 +481,7 @@ impl<'a> Scheduler<'a> {
     /// Copy the memory thread's home plan into BPF when it changed.
     fn home_sync(&mut self) {
         if let Some(t) = &self.memory {
-            home::sync(&mut self.skel, &t.homes, &mut self.home_gen);
+            memory::home::sync(&mut self.skel, &t.homes, &mut self.home_gen);
         }
     }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::cache::CacheProc;
-use crate::home::Homes;
+use crate::memory::home::Homes;
 use crate::memory::report::MemProc;
 
 pub const SCHEMA_VERSION: u32 = 1;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::procs::{self, Classes, TaskStat};
 use super::report::*;
-use crate::home::HomeWhy;
+use crate::memory::home::HomeWhy;
 use crate::memory::report::MemProc;
 use crate::decisions::Kind;
 use crate::stats::{Req, Res, COUNTERS};

@@ -17,7 +17,7 @@
 //! time); a process the agent stops tracking (left alone, shrunk below
 //! MIN_RSS_MB) gets its mask back at once.
 //!
-//! The fitting rule (assign_nodes()) also serves home nodes (../home.rs).
+//! The fitting rule (assign_nodes()) also serves home nodes (home.rs).
 //!
 //! Knob: `--memory-node-affinity`. Stats: memory_affinity_binds,
 //! memory_affinity_unbinds; per process (memory_procs) bound_node.

@@ -19,7 +19,7 @@
 //! - sample.rs: where each process's threads ran, its home node and active
 //!   nodes (/proc), over the pids roster.rs keeps;
 //! - affinity.rs: node binding (`--memory-node-affinity`);
-//! - ../home.rs: home nodes for the BPF side (`--no-home-node`);
+//! - home.rs: home nodes for the BPF side (`--no-home-node`);
 //! - evidence.rs: which threads, on which nodes, write each chunk of a
 //!   process that spans nodes (write faults counted by memory.bpf.c):
 //!   private or shared;
@@ -76,10 +76,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::home::{HomePlan, Homes};
-
 pub(crate) mod affinity;
 pub mod evidence;
+pub mod home;
 mod migrate;
 mod pages;
 pub(crate) mod plan;
@@ -88,6 +87,7 @@ pub mod report;
 pub(crate) mod sample;
 pub mod scope;
 
+use home::{HomePlan, Homes};
 use migrate::Budget;
 use scope::{Backoff, Ident, Scope, Skip};
 use plan::{parse_numa_maps_line, Vma};

@@ -14,7 +14,7 @@
 //!   the largest node's. Hysteresis: an inactive node joins at 40% of the
 //!   largest, an active one leaves below 27%; the home node is always
 //!   active. A process with one active node is "single-node". A process
-//!   given thread homes (../home.rs) is active where they are instead.
+//!   given thread homes (home.rs) is active where they are instead.
 //!
 //! Who: a process is its pid and start time; a pid seen with another start
 //! time is a new process, and what was kept about the old one is dropped

@@ -18,7 +18,7 @@
 //! Thread homes (van Riel 2014's case, `--no-thread-home` to turn off): a
 //! process too big for one node gets no home, and left alone its threads
 //! wander over every node, so no thread's private memory has a node to
-//! stay local to (memory/evidence.rs calls a chunk private only when one
+//! stay local to (evidence.rs calls a chunk private only when one
 //! node wrote it twice in a row). assign_thread_homes() gives each of its
 //! busy threads a node of its own instead: the process takes the fewest
 //! nodes, those of its current thread homes first, then those it ran on
@@ -54,8 +54,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::bpf_skel::BpfSkel;
-use crate::memory::affinity::{assign_nodes, get_affinity, pref_node, NodeCand};
-use crate::memory::{Placer, Proc};
+use super::affinity::{assign_nodes, get_affinity, pref_node, NodeCand};
+use super::{Placer, Proc};
 
 /// Who has which home: processes (tgid -> node) and threads of processes
 /// spanning nodes (tid -> (tgid, node)).
