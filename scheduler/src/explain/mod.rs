@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! `scx_locality explain PID` and `explain --top`: why a process's threads
-//! and pages are where they are (issue #27).
+//! and pages are where they are.
 //!
 //! Idea: the scheduler's choices about one process are spread over BPF
 //! maps, the memory thread's last pass and /proc; explain asks the running
