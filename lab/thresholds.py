@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
+import importlib
 import json
 import subprocess
 import sys
@@ -131,7 +131,7 @@ def assess(bar: Bar, calibration: dict) -> Assessment:
     p_on, p_off = on_rate_low(s, len(on)), off_rate_high(t, len(off))
     return Assessment(boots=len(calibration["boots"]), on_rounds=len(on), on_reached=s, off_rounds=len(off),
                       off_reached=t, p_on=p_on, p_off=p_off, false_failure=bar.false_failure(p_on, p_off),
-                      escape=bar.escape(t / len(off) if off else 1.0))
+                      escape=bar.escape(t / len(off)) if off else 1.0)
 
 
 def problems(bar: Bar, a: Assessment) -> list[str]:
@@ -177,15 +177,20 @@ def measures(bar: Bar):
 
 
 def import_lab_tests() -> None:
-    """Import every lab test module so that their @measures register (they are not a package)."""
-    for p in sorted((paths.REPO / "lab" / "tests").glob("test_*_lab.py")):
-        name = f"_lab_tests_{p.stem}"
-        if name in sys.modules:
-            continue
-        spec = importlib.util.spec_from_file_location(name, p)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+    """Import every lab test module so that their @measures register. They are not a package: like pytest, put
+    their folder on sys.path and import them by file name (under pytest this finds the modules it imported)."""
+    folder = paths.REPO / "lab" / "tests"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    for p in sorted(folder.glob("test_*_lab.py")):
+        importlib.import_module(p.stem)
+
+
+def registered() -> dict:
+    """The bars the lab tests register, by name (from the lab.thresholds module the tests import, which is not
+    this one when this file runs as __main__)."""
+    import_lab_tests()
+    return importlib.import_module("lab.thresholds").MEASURES
 
 
 def _commit() -> str:
@@ -216,21 +221,23 @@ def main(argv=None) -> int:
     c.add_argument("--boots", type=int, default=MIN_BOOTS)
     sub.add_parser("show", help="every registered bar against its calibration")
     args = ap.parse_args(argv)
-    import_lab_tests()
+    reg = registered()
     if args.cmd == "show":
+        if not reg:
+            print("thresholds: no lab test registers a bar")
         bad = 0
-        for name, (bar, _) in sorted(MEASURES.items()):
+        for name, (bar, _) in sorted(reg.items()):
             a = assess(bar, load(name))
             issues = problems(bar, a)
             bad += bool(issues)
             print(f"{name}: {bar.figure} {'>=' if bar.higher else '<='} {bar.bar}, {bar.rounds} rounds, need "
                   f"{bar.need}, gap {bar.gap}: {a.line()}" + "".join(f"\n  {i}" for i in issues))
         return 1 if bad else 0
-    if args.name not in MEASURES:
-        print(f"thresholds: no test measures {args.name!r}; known: {', '.join(sorted(MEASURES)) or 'none'}",
+    if args.name not in reg:
+        print(f"thresholds: no test measures {args.name!r}; known: {', '.join(sorted(reg)) or 'none'}",
               file=sys.stderr)
         return 2
-    bar, fn = MEASURES[args.name]
+    bar, fn = reg[args.name]
     for i in range(args.boots):
         with tempfile.TemporaryDirectory() as tmp:
             on, off = fn(Path(tmp))
