@@ -21,6 +21,10 @@ Parsing rules:
   (main, sync, plan) and wildcards (idle_*) are not checked. The few cited names that are not functions (a
   variable, a map, a /proc file, a string) are listed in NOT_FUNCTIONS with what they are; each must occur
   in scheduler/src, and each must still be cited (so the list does not outlive the doc).
+- The rules by name: the table after the line starting "The rules by name" (its rows start with `|`); the
+  backticked names of a row's first cell are rule names (place_exec, wake_follow, ...), not functions. Each must
+  be a word of scheduler/src/bpf (a comment or code names it), and a citation of it elsewhere in ARCHITECTURE.md
+  is not taken for a function.
 - A function definition under scheduler/src: C (*.c, *.h): a line starting at column 0 with a type and then
   `NAME(`, whose parameter list (balanced parentheses, possibly over several lines) is followed by `{`
   (a prototype ends in `;` and does not count), or `#define NAME(`; Rust (*.rs): a line `fn NAME`, optionally
@@ -79,6 +83,17 @@ def header_units(main_c: str) -> set[str]:
     return set(re.findall(rf"^ \*  +({UNIT})\s", header, re.M))
 
 
+def rule_names(arch: str) -> set[str]:
+    """The rule names of ARCHITECTURE.md's table "The rules by name" (see the module's docstring)."""
+    m = re.search(r"^The rules by name[^|]*?\n\n((?:\|[^\n]*\n)+)", arch, re.M)
+    assert m, 'ARCHITECTURE.md: no table after "The rules by name"'
+    names = set()
+    for row in m.group(1).splitlines():
+        first = row.split("|")[1]
+        names |= set(re.findall(rf"`({IDENT})`", first))
+    return names
+
+
 def cited_functions(arch: str) -> set[str]:
     """Identifiers that ARCHITECTURE.md cites as functions (see the module's docstring)."""
     names = set()
@@ -126,11 +141,15 @@ def defined_functions(sources: dict[str, str]) -> set[str]:
 
 def function_problems(arch: str, sources: dict[str, str]) -> list[str]:
     """What is wrong with the functions ARCHITECTURE.md cites; empty when nothing is."""
-    cited = cited_functions(arch)
+    rules = rule_names(arch)
+    cited = cited_functions(arch) - rules
     defined = defined_functions(sources)
     problems = [f"{n}: cited in ARCHITECTURE.md, no such function under scheduler/src"
                 for n in sorted(cited - defined - NOT_FUNCTIONS.keys())]
     everything = "\n".join(sources.values())
+    bpf = "\n".join(text for path, text in sources.items() if path.startswith("bpf/"))
+    problems += [f"{n}: a rule of ARCHITECTURE.md's table, named nowhere in scheduler/src/bpf"
+                 for n in sorted(rules) if not re.search(rf"\b{n}\b", bpf)]
     for n, what in sorted(NOT_FUNCTIONS.items()):
         if n not in cited:
             problems.append(f"{n}: in NOT_FUNCTIONS but no longer cited by ARCHITECTURE.md (drop it)")
@@ -181,6 +200,7 @@ def test_parsers_find_something():
     units = built_units(read("scheduler/build.rs"))
     assert {"main.bpf.c", "place.bpf.c", "decide.bpf.c"} <= units
     assert len(cited_functions(read("ARCHITECTURE.md"))) >= 20
+    assert {"place_exec", "wake_follow", "idle_search", "node_overloaded"} <= rule_names(read("ARCHITECTURE.md"))
     defined = defined_functions(source_texts())
     # C across lines, a static C function, a Rust method
     assert {"push_pick_cpu", "dispatch_own", "plan_homes"} <= defined

@@ -46,8 +46,8 @@ def test_soak_fast_numa2():
 
 def test_steal_switch_on_haswell2s():
     """With stealing the pull side moves work (SMT sibling or LLC first; across nodes only within the budget
-    the NUMA balance pass granted, from a node that is overloaded (rule 7), or into a CPU going idle from a node
-    with more tasks now (rule 1b)); with --no-steal it moves none,
+    the NUMA balance pass granted, from a node that is overloaded (node_overloaded), or into a CPU going idle from a node
+    with more tasks now (idle_pull_across)); with --no-steal it moves none,
     neither by stealing nor by handing a task over at enqueue. By default no waking task is handed over at
     enqueue; with --enqueue-handoff=all some are. All detach cleanly after hackbench."""
     m = machines.load("haswell2s")
@@ -208,7 +208,7 @@ def test_balance_pass_spreads_a_full_node_haswell2s():
     (one per CPU, nothing queued, so no idle CPU finds anything to steal) and are then allowed every CPU. Node 1
     is idle: 8 idle CPUs against 0, past the allowance (Gorman 2019: an imbalance of 2 when the destination runs
     few), so the pass grants node 1 a budget and, with nothing queued to steal, preempts running programs and
-    sends them over (rule 6). With --numa-balance=off nothing moves them but stray wake-ups. Measured in 3 boots
+    sends them over (active_balance). With --numa-balance=off nothing moves them but stray wake-ups. Measured in 3 boots
     (docs/mechanisms.md#node-local-balancing-and-exec-placement): programs on node 1 after 4 s, 4, 3, 4 and 4 with the pass, 2, 1, 1 and 1 without; the test asks
     3 with the pass and prints the off switch's count."""
     res, parts = run_steps("haswell2s", ("scx_locality", "scx_locality:--numa-balance=off"), FULL_NODE, 400)
@@ -236,7 +236,7 @@ SPLIT_PAIR = ("sleep 2; n0=$(cat /sys/devices/system/node/node0/cpulist); n1=$(c
 
 
 def test_wake_follow_joins_a_split_pair_numa2():
-    """Wake-follow (numa.bpf.c rule 2b) against its off switch in one boot: a communicating pair is split over
+    """Wake-follow (numa.bpf.c wake_follow) against its off switch in one boot: a communicating pair is split over
     the two nodes of numa2 and then allowed every CPU. Each node then runs one task: balanced, so neither the
     balance pass nor a steal joins them, and a wake-up stays in its node. Only a synchronous wakee following its
     waker's node does, within a moment; with --no-wake-follow the pair stays split. Measured (docs/mechanisms.md#bounded-numa-imbalance):

@@ -38,7 +38,7 @@ use crate::bpf_intf::dfl;
 use crate::numa::{ExecPlacement, NumaBalance};
 use crate::exit::{EXIT_CODES, EXIT_OK};
 
-/// --idle-search values (bpf/push.bpf.c step 1).
+/// --idle-search values (bpf/push.bpf.c, the rule prev_idle).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum IdleSearch {
     /// The previous CPU whenever it is idle.
@@ -203,7 +203,7 @@ pub struct Opts {
     pub no_sparse_idle: bool,
 
     /// A task woken synchronously by a task in another LLC of its node is
-    /// not moved to an idle CPU of the waker's LLC (push.bpf.c step 0b,
+    /// not moved to an idle CPU of the waker's LLC (push.bpf.c wake_affine,
     /// the kernel's wake_affine(); A/B switch).
     #[arg(long, hide = true, help_heading = "Push and pull")]
     pub no_wake_affine: bool,
@@ -254,15 +254,15 @@ pub struct Opts {
 
     /// Let a CPU about to go idle pull a task queued for 0.5 ms or more from
     /// another node that holds more tasks now, within the NUMA allowance
-    /// (bpf/numa.bpf.c rule 1b, the kernel's newidle balance across nodes).
+    /// (bpf/numa.bpf.c idle_pull_across, the kernel's newidle balance across nodes).
     /// Off by default: without it cross-node steals happen only within the
     /// balance pass's budget or out of an overloaded node.
     #[arg(long, hide = true, help_heading = "NUMA")]
     pub idle_pull_across: bool,
 
     /// When a task whose node has no idle CPU for it may take an idle CPU
-    /// of another node, if its own node is overloaded (bpf/numa.bpf.c rule
-    /// 7): always (new tasks and wake-ups), fork (new tasks only: a waking
+    /// of another node, if its own node is overloaded (bpf/numa.bpf.c
+    /// push_across, node_overloaded): always (new tasks and wake-ups), fork (new tasks only: a waking
     /// task stays in the node of its previous CPU or of its waker, as the
     /// kernel's wake-ups do, and the balance pass moves it if the imbalance
     /// lasts), unpaired (new tasks and wake-ups, but not a task woken
@@ -278,7 +278,7 @@ pub struct Opts {
     pub no_push_cross_node: bool,
 
     /// NUMA policy: a task woken synchronously from another node never
-    /// follows its waker there (numa.bpf.c rule 2b; A/B switch).
+    /// follows its waker there (numa.bpf.c wake_follow; A/B switch).
     #[arg(long, hide = true, help_heading = "NUMA")]
     pub no_wake_follow: bool,
 

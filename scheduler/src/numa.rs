@@ -58,7 +58,7 @@ impl NumaBalance {
     }
 }
 
-/// --exec-placement values: where a new program starts (numa_rules.h rule 3).
+/// --exec-placement values: where a new program starts (numa_rules.h, the rule place_new).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExecPlacement {
     /// Near its parent while the parent's node is within the NUMA policy's

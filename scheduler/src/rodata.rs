@@ -172,7 +172,7 @@ mod tests {
         // a waking task waits to be stolen; a requeued one is handed over
         assert!(!r.handoff_wake && r.handoff_requeue);
         assert!(!r.steal_cross_node && r.wake_follow && r.wake_affine);
-        // a CPU going idle pulls across nodes only when asked (rule 1b)
+        // a CPU going idle pulls across nodes only when asked (idle_pull_across)
         assert!(!r.idle_pull_across);
         // under a NUMA policy only new tasks are pushed to another node
         assert!(r.push_cross_fork && !r.push_cross_wake && !r.push_cross_unpaired);

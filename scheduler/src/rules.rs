@@ -140,7 +140,7 @@ mod numa {
     fn moves(mode: u32, src: &NumaNodeFig, dst: &NumaNodeFig, extra: u32) -> u32 {
         unsafe { rules_numa_moves(mode, src, dst, extra) }
     }
-    /// rule 1b: tasks now on the source (`src`: tasks, CPUs) and on the idle CPU's node (`dst`)
+    /// idle_pull_across: tasks now on the source (`src`: tasks, CPUs) and on the idle CPU's node (`dst`)
     fn idle_pull(mode: u32, src: (u32, u32), dst: (u32, u32), dst_imb_nr: u32) -> u32 {
         unsafe { rules_numa_idle_pull(mode, src.0, src.1, dst.0, dst.1, dst_imb_nr) }
     }
@@ -162,7 +162,7 @@ mod numa {
     fn may_gather(mode: u32, to: &NumaNodeFig, from: &NumaNodeFig) -> bool {
         unsafe { rules_numa_may_gather(mode, to, from) }
     }
-    /// rule 7 at a wake-up, the waking task using `util` CPUs
+    /// node_overloaded at a wake-up, the waking task using `util` CPUs
     fn push_across(src: &NumaNodeFig, dst: &NumaNodeFig, util: f64) -> bool {
         unsafe { rules_numa_push_across(src, dst, (util * ONE as f64) as u32) }
     }
@@ -416,7 +416,7 @@ mod numa {
         assert!(!overloaded(&a, 1));
         assert_eq!(moves(m, &a, &b, 1), 0);
         assert!(!push_across(&a, &b, 1.0));
-        // really overloaded: the waking task may go, unless rule 4 holds it
+        // really overloaded: the waking task may go, unless task_may_cross holds it
         let full = node(4, 4.0, 6.0, 6, 1);
         assert!(push_across(&full, &b, 0.1));
         let ms = 1_000_000;

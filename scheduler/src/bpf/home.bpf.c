@@ -33,18 +33,19 @@
  * process's. --no-thread-home turns thread homes off.
  *
  * Where a home applies (home_enabled; on unless --no-home-node or
- * --memory=off or --numa-balance=off):
- *   1. wake-up (select_cpu): a task away from home takes an idle CPU of its
- *      home node if one is allowed (STAT_XNODE_HOME);
- *   2. the wake-up push across nodes (numa.bpf.c rule 2) never takes a
- *      task away from home (STAT_HOME_KEPT);
- *   3. cross-node steals (pull.bpf.c level 5) pass over a task at home
+ * --memory=off or --numa-balance=off), rule by rule:
+ *   home_wake: at a wake-up (select_cpu) a task away from home takes an
+ *      idle CPU of its home node if one is allowed (home_wake_pick();
+ *      STAT_XNODE_HOME);
+ *   home_may_leave: the wake-up's push_across and wake_follow
+ *      (numa.bpf.c) never take a task away from home (STAT_HOME_KEPT);
+ *   home_steal_ok: cross-node steals (pull.bpf.c steal_remote) pass over a task at home
  *      unless its node's budget went unspent for NUMA_SETTLED_TRIES passes
  *      (the same escalation as settled tasks, so an idle CPU is never kept
  *      idle forever by a wrong home) (STAT_HOME_KEPT);
- *   4. the balance pass (numa.bpf.c, every numa_interval_ns): a CPU running
- *      a task away from home is preempted and the task sent home through
- *      rule 6's mark (numa_active_take()) when its home has an idle CPU,
+ *   home_balance: at the end of the balance pass (every numa_interval_ns)
+ *      a CPU running a task away from home is preempted and the task sent
+ *      home through active_balance's mark (numa_active_take()) when its home has an idle CPU,
  *      or, when a CPU of the home node runs a task whose home is this
  *      node, both are preempted: a swap (STAT_HOME_ACTIVE, STAT_HOME_SWAP).
  *      At most one per node pair per pass; a task still changes node at

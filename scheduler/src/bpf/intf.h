@@ -54,7 +54,7 @@ enum locality_consts {
 	NUMA_IMB_PCT_2019 = 125,	/* ... when Gorman's v2 patch was posted (idle-cpus rule) */
 	NUMA_UTIL_WINDOW_NS = 16000000,	/* a task's utilisation average halves every 16 ms */
 	NUMA_SETTLED_TRIES = 2,		/* unspent balance passes before settled tasks may move */
-	NUMA_PULL_WAIT_US = 500,	/* rule 1b pulls a task queued at least this long (the kernel's migration cost) */
+	NUMA_PULL_WAIT_US = 500,	/* idle_pull_across pulls a task queued at least this long (the kernel's migration cost) */
 	NUMA_ACTIVE_TRIES = 3,		/* unspent balance passes before a running task is preempted to move */
 	NUMA_CLAIM_TRIES = 4,		/* new-program placement: choices made again after a lost claim */
 	NUMA_EXEC_QUIET_NR = 2,		/* least-loaded: a program stays while its CPU runs this many, itself included */

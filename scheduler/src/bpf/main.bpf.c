@@ -129,15 +129,15 @@ const volatile bool no_idle_core;
 const volatile bool idle_prev_first = true;
 const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up preemption */
 const volatile bool steal_cross_node;
-const volatile bool idle_pull_across;	/* numa.bpf.c rule 1b */
-const volatile bool push_cross_wake;	/* numa.bpf.c rule 7 at a wake-up */
-const volatile bool push_cross_fork = true;	/* numa.bpf.c rule 7 for a new task */
+const volatile bool idle_pull_across;	/* numa.bpf.c idle_pull_across */
+const volatile bool push_cross_wake;	/* numa.bpf.c push_across at a wake-up */
+const volatile bool push_cross_fork = true;	/* numa.bpf.c push_across for a new task */
 const volatile bool push_cross_unpaired;	/* ... for a wake-up not within a pair */
-const volatile bool wake_follow = true;	/* numa.bpf.c rule 2b */
-const volatile bool place_at_fork;	/* numa.bpf.c rule 3: fork too, not only exec */
-const volatile bool place_least_loaded = true;	/* numa.bpf.c rule 3: Bligh/Hohnbaum's form */
+const volatile bool wake_follow = true;	/* numa.bpf.c wake_follow */
+const volatile bool place_at_fork;	/* numa.bpf.c place_new: fork too, not only exec */
+const volatile bool place_least_loaded = true;	/* numa.bpf.c place_new: Bligh/Hohnbaum's form */
 const volatile bool place_quiet_stays = true;	/* ... and its first test: a program on a quiet CPU stays */
-const volatile bool wake_affine = true;	/* push.bpf.c step 0b */
+const volatile bool wake_affine = true;	/* push.bpf.c wake_affine */
 const volatile bool sync_to_waker;		/* push_waker_cpu() */
 const volatile bool sync_to_waker_pairs;	/* ... only between partners */
 
@@ -344,7 +344,7 @@ void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 		}
 	}
 
-	/* preempted by the NUMA pass to move to an idle node: numa.bpf.c rule 6 */
+	/* preempted by the NUMA pass to move to an idle node: numa.bpf.c active_balance */
 	if (!claimed) {
 		s32 t = numa_active_take(p, cpu, &claimed);
 
@@ -534,7 +534,7 @@ void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 	 * CPU: refill its slice with ours (the kernel keeps a prev that has
 	 * slice left; with SCX_OPS_ENQ_LAST it would otherwise put it back
 	 * through ops.enqueue). Except a program whose exec placement is not
-	 * settled (numa.bpf.c rule 3): the kernel puts it back through
+	 * settled (numa.bpf.c place_new): the kernel puts it back through
 	 * ops.enqueue, where it is placed. A CPU-bound program alone on its
 	 * CPU would otherwise never be enqueued, and never placed.
 	 */

@@ -58,25 +58,26 @@
  * A balance move corrects half of what remains (numa_moves(), the
  * kernel's "imbalance >>= 1"): a node pair 3 vs 1 moves one task.
  *
- * Where it applies:
- * 1. Cross-node balance pass (timer, every numa_interval_ns): for each node
+ * Where it applies, rule by rule (the names are the same in the code, the
+ * counters and the docs):
+ * balance_pass. Cross-node balance pass (timer, every numa_interval_ns): for each node
  *    d, src = the most loaded other node, node_budget[d] = numa_moves(src,
  *    d); a budget > 0 lets CPUs of d steal that many tasks from src's DSQs
- *    until the next pass (pull.bpf.c level 5), and the pass kicks up to 4
+ *    until the next pass (pull.bpf.c steal_remote), and the pass kicks up to 4
  *    idle CPUs of d to do it. Steals inside a node are unchanged (they run
  *    on every dispatch).
- * 1b. Idle pull (--idle-pull-across, off by default): a CPU about to go idle
- *    (pull.bpf.c level 5, nothing runnable here) may take a task queued in
+ * idle_pull_across. Idle pull (--idle-pull-across, off by default): a CPU about to go idle
+ *    (pull.bpf.c steal_remote, nothing runnable here) may take a task queued in
  *    another node without a budget, when that node holds enough more tasks
  *    now (numa_nr_now(): busy CPUs and queued tasks at this instant) for
  *    numa_rule_idle_pull(), the kernel's newidle balance across nodes: the
  *    difference in tasks, the allowance, halved. Only a task queued for at
  *    least NUMA_PULL_WAIT_US (the kernel's migration cost: a task queued just
- *    now is cache hot, and its CPU frees up soon); rule 5 does not apply.
- *    The pass (1.) reads averages of utilisation, which a bursty load under
+ *    now is cache hot, and its CPU frees up soon); settled_kept does not
+ *    apply. balance_pass reads averages of utilisation, which a bursty load under
  *    emulation keeps low on both nodes, so it never sees a node that
  *    queues while the other idles.
- * 2. Push across nodes (push.bpf.c step 5, reached only when prev's node
+ * push_across. Push across nodes (push.bpf.c's idle search, reached only when prev's node
  *    has no idle allowed CPU): a new task by default (push_cross_fork), a
  *    waking one only with --push-cross-node=always (push_cross_wake;
  *    also the default with NUMA_OFF) or, with --push-cross-node=unpaired
@@ -85,7 +86,7 @@
  *    or socket stay). Only out of a node that is overloaded with the
  *    waking task counted (one more runnable task, adding its own
  *    utilisation: numa_account() keeps it), into the least loaded node if
- *    that one is not (rule 7); the CPU is taken from that node (else
+ *    that one is not (node_overloaded); the CPU is taken from that node (else
  *    anywhere allowed). By default every node keeps its waking tasks, as
  *    the kernel's wake-up does (it searches only the LLC of prev or of the
  *    waker): a CPU there frees up soon, and spreading a lightly loaded
@@ -93,16 +94,16 @@
  *    node of 2 CPUs any third runnable task made the node "overloaded"
  *    and split a communicating pair. The balance pass and its steals even
  *    out what must be evened out.
- * 2b. Wake-up following the waker (push.bpf.c step 0): a task woken
+ * wake_follow. Wake-up following the waker (push_follow_waker()): a task woken
  *    synchronously (SCX_WAKE_SYNC: pipes, sockets) by a task on another
  *    node takes an idle CPU of the waker's LLC, else of its node, if
  *    numa_moves(waker node + the task, the task's node) == 0: the result is
  *    within the allowance, so a communicating pair ends up on one node
  *    (numa_wake_follow()). The kernel gets the same from wake_affine().
  *    Only for tasks with few partners (numa_few_partners(), below) and
- *    not into a node the task would overload (rule 7); --no-wake-follow
+ *    not into a node the task would overload (node_overloaded); --no-wake-follow
  *    turns it off.
- * 3. Exec (and, with --place-at-fork, a new process: fork of a thread-group
+ * place_new. Exec (and, with --place-at-fork, a new process: fork of a thread-group
  *    leader, p->pid == p->tgid). Default (--exec-placement=least-loaded,
  *    Bligh and Hohnbaum's exec balancing): stays where it is while its own
  *    CPU runs at most one other task (numa_cpu_nr_now(),
@@ -130,12 +131,13 @@
  *    is done at its next ops.select_cpu or ops.enqueue; a program that
  *    stayed is checked again at its slice ends for one balance interval
  *    (numa_place_exec()).
- * 4. Per task: in policy modes a task that changed node (by any of the
- *    above) may not change node again by 1.-3. for numa_interval_ns
+ * task_may_cross. Per task: in policy modes a task that changed node (by
+ *    any of the above) may not change node again by balance_pass,
+ *    idle_pull_across, push_across or wake_follow for numa_interval_ns
  *    (task_ctx.xnode_at). Draining an offline CPU ignores all of this.
- * 5. Settled tasks (policy modes): a task that has run numa_interval_ns
+ * settled_kept. Settled tasks (policy modes): a task that has run numa_interval_ns
  *    or more on its node since it came there has likely built its memory
- *    there. A cross-node steal (1.) passes over it for a queued task that
+ *    there. A cross-node steal (balance_pass) passes over it for a queued task that
  *    has not, and takes it only once its node's budget went unused for
  *    NUMA_SETTLED_TRIES passes in a row (node_unused), i.e. when nothing
  *    else can fix the imbalance. This is the kernel's
@@ -145,7 +147,7 @@
  *    nodes): without it a job preempted by a short-lived task was stolen
  *    to another node, away from its memory, and ran there for a long part
  *    of its run.
- * 6. Active balance: steals only take queued tasks, so a node whose tasks
+ * active_balance. Active balance: steals only take queued tasks, so a node whose tasks
  *    all run (8 threads of a parallel job on the 8 CPUs of one node, the
  *    other node idle) never gives one up. When a node's budget has gone
  *    unspent for NUMA_ACTIVE_TRIES passes in a row and it still has an
@@ -158,16 +160,16 @@
  *    its preferred LLC, at every level).
  *    The kernel does the same with its stopper thread (active_load_balance)
  *    after repeated failed balance attempts.
- * 7. Overloaded nodes: the allowance is for nodes with spare capacity.
+ * node_overloaded. Overloaded nodes: the allowance is for nodes with spare capacity.
  *    An overloaded node (see Policy) is balanced without it, as the kernel
  *    balances an overloaded busiest group: a new task (a waking one with
  *    --push-cross-node=always) that finds no idle CPU on its node may take
- *    one on a node that is not overloaded (rule 2; STAT_NUMA_OVERLOAD),
+ *    one on a node that is not overloaded (push_across; STAT_NUMA_OVERLOAD),
  *    and an idle CPU of a node that is
- *    not overloaded may steal from it between passes (pull level 5;
+ *    not overloaded may steal from it between passes (steal_remote;
  *    STAT_XNODE_STEAL_OVERLOAD), woken for it by pull_kick_stealer().
- *    Rules 4 and 5 and home nodes still apply, and a task does not follow
- *    its waker (rule 2b) into a node it would overload. The averaged load
+ *    task_may_cross, settled_kept and home nodes still apply, and a task
+ *    does not follow its waker (wake_follow) into a node it would overload. The averaged load
  *    cannot show this state: hackbench over sockets keeps about one task
  *    per CPU on average while every wake-up finds its node's CPUs busy
  *    (docs/decisions.md, "Overloaded nodes and the BPF clock").
@@ -232,7 +234,7 @@ s32 node_budget[MAX_NODES];	/* cross-node steals allowed until the next pass */
 u32 node_src[MAX_NODES];	/* ... from this node */
 u64 numa_last_pass_ns;
 u32 node_unused[MAX_NODES];	/* passes in a row whose budget was not spent */
-s32 active_to[MAX_CPUS];	/* rule 6: node to send this CPU's preempted task to, +1; 0 none */
+s32 active_to[MAX_CPUS];	/* active_balance: node to send this CPU's preempted task to, +1; 0 none */
 u64 active_at[MAX_CPUS];	/* ... marked then; a mark older than one interval is void */
 s32 active_pid[MAX_CPUS];	/* ... for the task that was running there then */
 
@@ -312,7 +314,7 @@ __hidden void numa_placed_moved(s32 from_cpu, s32 to_cpu)
 
 /* ---- the policy: its rules are in numa_rules.h, tested by src/rules.rs ---- */
 
-/* Rule 7: is node @n overloaded, counting @extra tasks about to be added? */
+/* node_overloaded: is node @n overloaded, counting @extra tasks about to be added? */
 __hidden bool numa_node_overloaded(u32 n, u32 extra)
 {
 	struct numa_node_fig f = numa_fig(n);
@@ -329,7 +331,7 @@ static __always_inline u32 numa_moves(u32 src, u32 dst, u32 extra)
 }
 
 /*
- * Tasks on node @n now, for rule 3's least-loaded form: the CPUs running a
+ * Tasks on node @n now, for place_new's least-loaded form: the CPUs running a
  * task, plus the tasks queued there beyond what its free CPUs (idle, or
  * @self_cpu) take at once. Read at the decision, not at the last sample.
  * @self_cpu: the CPU whose current task is the program being placed, free
@@ -379,7 +381,7 @@ __hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 }
 
 /*
- * Tasks on CPU @c now, for rule 3's first test (numa_rule_new_cpu_quiet()):
+ * Tasks on CPU @c now, for place_new's first test (numa_rule_new_cpu_quiet()):
  * the program being placed, the task running there unless that is the
  * program itself (@self_cpu == @c) or the CPU is idle, and the tasks queued
  * on it.
@@ -400,7 +402,7 @@ static __always_inline u32 numa_cpu_nr_now(s32 c, s32 self_cpu)
 	return nr + numa_cpu_queued(c);
 }
 
-/* what rule 3's choice (numa_rule_least()) reads of each node; per CPU: too big for the stack */
+/* what place_new's choice (numa_rule_least()) reads of each node; per CPU: too big for the stack */
 struct numa_least_figs {
 	u32 nr[MAX_NODES];	/* tasks now (numa_nr_now()), or 0: by the decayed load alone */
 	u32 load[MAX_NODES];	/* decayed load (node_load_now()) */
@@ -414,7 +416,7 @@ struct {
 } numa_least_scratch SEC(".maps");
 
 /*
- * This CPU's figures for rule 3's choice, filled for the nodes not in
+ * This CPU's figures for place_new's choice, filled for the nodes not in
  * @skip (a mask of node ids): with @by_tasks the tasks on each now
  * (numa_nr_now()), else 0, and each one's decayed load. NULL if the
  * scratch cannot be had (never: a per-CPU array of one entry).
@@ -448,7 +450,7 @@ static s32 numa_least_loaded(u64 skip)
 	return f ? numa_rule_least(f->nr, f->load, nr_nodes, skip, &nr) : -1;
 }
 
-/* rule 4 for @tctx's task (none: may) */
+/* task_may_cross for @tctx's task (none: may) */
 __hidden bool numa_task_may_cross(struct task_ctx *tctx, u64 now)
 {
 	if (!tctx)
@@ -483,7 +485,7 @@ __hidden void numa_run_start(s32 cpu, u64 now)
 
 /*
  * ops.stopping or ops.tick at @now: @used ns run on @cpu; restart the
- * count on a new node; the task's utilisation (rule 7 at a wake-up)
+ * count on a new node; the task's utilisation (node_overloaded at a wake-up)
  */
 __hidden void numa_account(struct task_ctx *tctx, s32 cpu, u64 used, u64 now)
 {
@@ -504,7 +506,7 @@ __hidden void numa_account(struct task_ctx *tctx, s32 cpu, u64 used, u64 now)
 
 /*
  * Cross-node steal by a CPU of node @dst: may it take @tctx's task, or is
- * the task settled on its node (rule 5) while the budget is young?
+ * the task settled on its node (settled_kept) while the budget is young?
  */
 __hidden bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst)
 {
@@ -537,7 +539,7 @@ static bool numa_budget_take(u32 n)
 }
 
 /*
- * ops.enqueue of @p on @cpu: rule 6, if the pass marked @cpu, send the task
+ * ops.enqueue of @p on @cpu: active_balance, if the pass marked @cpu, send the task
  * that was just preempted there to the marked node: an idle CPU of it
  * (*@claimed = true) or, if the pass's kick has just woken the only idle
  * one, any CPU of it that @p may use (ops.enqueue queues it there and kicks
@@ -592,7 +594,7 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 }
 
 /*
- * Rule 6's mark: preempt @cpu so that numa_active_take() sends the task
+ * active_balance's mark: preempt @cpu so that numa_active_take() sends the task
  * running there now to node @to. Also used by home.bpf.c's pass.
  */
 __hidden void numa_active_mark(s32 cpu, u32 to, u64 now)
@@ -605,7 +607,7 @@ __hidden void numa_active_mark(s32 cpu, u32 to, u64 now)
 	kick_cpu(cpu, SCX_KICK_PREEMPT);
 }
 
-/* rule 6: preempt the busiest non-idle CPU of node @src for node @d */
+/* active_balance: preempt the busiest non-idle CPU of node @src for node @d */
 static void numa_active_kick(u32 src, u32 d)
 {
 	const struct cpumask *idle;
@@ -661,7 +663,7 @@ static __always_inline u32 numa_task_util(struct task_ctx *tctx, u64 now)
 }
 
 /*
- * push step 5: prev's node has no idle CPU for @p (or prev is unusable).
+ * push_across: prev's node has no idle CPU for @p (or prev is unusable).
  * Return a claimed idle CPU elsewhere, or -1 to stay.
  */
 __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork,
@@ -693,7 +695,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 	d = numa_cross_candidate(tctx, now, src);
 	if (d < 0)
 		return -1;
-	/* rules 2 and 7: a node with spare capacity keeps @p queued near prev */
+	/* push_across and node_overloaded: a node with spare capacity keeps @p queued near prev */
 	sf = numa_fig(src);
 	df = numa_fig(d);
 	if (!numa_rule_push_across(&sf, &df, numa_task_util(tctx, now))) {
@@ -718,7 +720,7 @@ __hidden s32 numa_push_across(struct task_struct *p __arg_trusted, s32 prev_cpu,
 /*
  * A new process (fork of a group leader, or exec) whose parent / current
  * CPU is @prev_cpu: a claimed idle CPU on the least loaded node with one
- * if rule 3 sends it there, else -1 (normal push near the parent). Nodes
+ * if place_new sends it there, else -1 (normal push near the parent). Nodes
  * are tried from the least loaded up; a node with no idle CPU for @p is
  * passed over, not given up on. The new program is counted where it starts
  * (node_placed): on the returned CPU's node, or @prev_cpu's for -1. The
@@ -759,7 +761,7 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 	if (cur && cur->pid == p->pid)
 		self_cpu = prev_cpu;
 	/*
-	 * No once-per-interval gate (rule 4) here: a new program has no memory
+	 * No once-per-interval gate (task_may_cross) here: a new program has no memory
 	 * to leave behind, even if a fork push just moved its process.
 	 */
 	/* least-loaded's first test: on a quiet CPU the program stays, no node compared */
@@ -793,7 +795,7 @@ __hidden s32 numa_place_new(struct task_struct *p __arg_trusted, s32 prev_cpu, u
 			else
 				stays = numa_rule_new_stays(numa_mode, &sf, &df);
 			if (stays) {
-				/* rule 3 keeps it by its parent */
+				/* place_new keeps it by its parent */
 				if (again)
 					return -1;
 				if (!numa_rule_claim(&node_placed[src], sf.placed)) {
@@ -830,7 +832,7 @@ count_src:
 
 /*
  * @p, on @cpu, exec'd since it last ran (tctx->exec_pending): place it by
- * rule 3, counted where it starts, moved or not (numa_place_new()).
+ * place_new, counted where it starts, moved or not (numa_place_new()).
  * Returns the claimed CPU it moves to, or -1 to stay. Least-loaded: a
  * program that stays is checked again at each slice end for one balance
  * interval after its first check, until it moves once. The moment of an
@@ -838,7 +840,7 @@ count_src:
  * programs it starts after this one and kernel workers kept every other
  * node busy for a moment, so two programs stayed on one node while a node
  * stayed empty, and the balance pass rightly leaves two CPU-bound tasks on
- * a node of two CPUs (rule 1's allowance).
+ * a node of two CPUs (balance_pass's allowance).
  */
 __hidden s32 numa_place_exec(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu)
 {
@@ -859,7 +861,7 @@ __hidden s32 numa_place_exec(struct task_struct *p __arg_trusted, struct task_ct
 }
 
 /*
- * Rule 2b's partner test (numa_rule_few_partners()) for the wakee @t and
+ * wake_follow's partner test (numa_rule_few_partners()) for the wakee @t and
  * the waker @w (either may be NULL), which runs on @waker_cpu; both
  * counts are kept by push_record_wakee() in push.bpf.c. Without it a
  * task feeding many wakees piled them all on its node (docs/decisions.md,
@@ -876,7 +878,7 @@ static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ct
 /*
  * --push-cross-node=unpaired: is @t, woken synchronously by @w (either
  * context may be NULL) on @waker_cpu, one end of a pair (a pipe, a
- * socket)? Such a wake-up keeps to the task's node (rule 2).
+ * socket)? Such a wake-up keeps to the task's node (push_across).
  */
 __hidden bool numa_wake_paired(struct task_ctx *t, struct task_ctx *w, s32 waker_cpu)
 {
@@ -931,7 +933,7 @@ refused:
 /*
  * May one task move from node @src to node @dst to join its process's
  * preferred LLC there (cache.bpf.c, cross-node aggregation)? The test of a
- * wake-follow (rule 2b): @dst not overloaded with it, and the imbalance
+ * wake_follow: @dst not overloaded with it, and the imbalance
  * left within the allowance, so no balance pass sends it back.
  */
 __hidden bool numa_may_gather(u32 dst, u32 src)
@@ -963,7 +965,7 @@ __hidden void numa_followed(struct task_ctx *tctx)
 	stat_inc(STAT_XNODE_WAKE_FOLLOW);
 }
 
-/* is some node other than @cpu's overloaded (rule 7)? */
+/* is some node other than @cpu's overloaded (node_overloaded)? */
 static __always_inline bool numa_other_overloaded(s32 cpu)
 {
 	u32 own = cpu_node[cpu & CPU_MASK], i;
@@ -978,7 +980,7 @@ static __always_inline bool numa_other_overloaded(s32 cpu)
 }
 
 /*
- * pull level 5: is a cross-node steal possible at all for @cpu now
+ * steal_remote (pull.bpf.c): is a cross-node steal possible at all for @cpu now
  * (@going_idle: nothing else to run here)?
  */
 __hidden bool numa_steal_open(s32 cpu, bool going_idle)
@@ -992,9 +994,9 @@ __hidden bool numa_steal_open(s32 cpu, bool going_idle)
 
 /*
  * May @cpu steal queued work from @victim in another node? NUMA_STEAL_NO;
- * NUMA_STEAL_BUDGET within the balance pass's budget (rule 1), one unit of
+ * NUMA_STEAL_BUDGET within the balance pass's budget (balance_pass), one unit of
  * which is now taken; or NUMA_STEAL_OVERLOAD, the victim's node being
- * overloaded while ours is not (rule 7). The caller reports the outcome to
+ * overloaded while ours is not (node_overloaded). The caller reports the outcome to
  * numa_steal_end(), which gives the unit back if nothing was stolen.
  */
 __hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
@@ -1013,12 +1015,12 @@ __hidden u32 numa_may_steal_across(s32 cpu, s32 victim)
 }
 
 /*
- * Rule 1b's answers during one steal scan of each CPU: a bit per node
+ * idle_pull_across's answers during one steal scan of each CPU: a bit per node
  * asked, and per node allowed. Counting a node's tasks now walks its CPUs,
  * so each node is asked once per scan. Kept here, not in the caller's
  * loop: the verifier tracks a loop's stack scalars exactly and walked
  * every combination of bits, which made loading with --idle-pull-across
- * slow (docs/decisions.md, "Rule 1b's per-node answers").
+ * slow (docs/decisions.md, "Verifier load time").
  */
 static u64 idle_pull_asked[MAX_CPUS], idle_pull_allowed[MAX_CPUS];
 
@@ -1030,7 +1032,7 @@ __hidden void numa_idle_pull_begin(s32 cpu)
 }
 
 /*
- * Rule 1b: may @cpu, about to go idle, pull from node @vn, which holds
+ * idle_pull_across: may @cpu, about to go idle, pull from node @vn, which holds
  * enough more tasks now (numa_rule_idle_pull())? The caller steals with
  * NUMA_STEAL_IDLE if so.
  */
@@ -1195,7 +1197,7 @@ static void numa_balance_pass(u64 now)
 		}
 		if (src >= 0)
 			moves = numa_moves(src, d, 0);
-		/* rule 5's escalation: did the last budget go unspent? */
+		/* settled_kept's escalation: did the last budget go unspent? */
 		if (moves && node_budget[d] > 0 && node_src[d] == (u32)src)
 			node_unused[d]++;
 		else
@@ -1216,12 +1218,12 @@ static void numa_balance_pass(u64 now)
 			if (cpu < 0)
 				break;
 			kick_cpu(cpu, SCX_KICK_IDLE);
-			/* rule 6: steals found nothing for a while: preempt one */
+			/* active_balance: steals found nothing for a while: preempt one */
 			if (k == 0 && node_unused[d] >= NUMA_ACTIVE_TRIES)
 				numa_active_kick((u32)src, d);
 		}
 	}
-	/* home.bpf.c rule 4: tasks away from home go back or swap */
+	/* home_balance: tasks away from home go back or swap */
 	home_balance(now);
 }
 

@@ -34,7 +34,7 @@ bool numa_node_overloaded(u32 n, u32 extra);
 bool numa_task_may_cross(struct task_ctx *tctx, u64 now);
 void numa_task_crossed(struct task_ctx *tctx, u64 now);
 
-/* stealing across nodes (pull.bpf.c level 5) */
+/* stealing across nodes (pull.bpf.c steal_remote) */
 enum { NUMA_STEAL_NO, NUMA_STEAL_BUDGET, NUMA_STEAL_OVERLOAD, NUMA_STEAL_IDLE };
 bool numa_steal_open(s32 cpu, bool going_idle);
 u32 numa_may_steal_across(s32 cpu, s32 victim);

@@ -84,7 +84,7 @@ static __always_inline s32 numa_rule_idle(const struct numa_node_fig *n, u32 ext
 }
 
 /*
- * Rule 7: is the node overloaded, counting @extra tasks about to be added?
+ * node_overloaded: is the node overloaded, counting @extra tasks about to be added?
  * The kernel's group_is_overloaded(): more runnable tasks than CPUs (at
  * the last sample) and either the utilisation or the runnable average
  * past the capacity with imbalance_pct 117. The kernel applies its NUMA
@@ -222,7 +222,7 @@ static __always_inline u32 numa_rule_moves(u32 mode, const struct numa_node_fig 
 }
 
 /*
- * Rule 1b, a CPU about to go idle in node @dst (@dst_nr tasks there now,
+ * idle_pull_across, a CPU about to go idle in node @dst (@dst_nr tasks there now,
  * its own CPU counted free) looks at node @src (@src_nr tasks now): how
  * many tasks should come? The kernel's newidle balance at a NUMA level
  * whose child domains prefer spreading (calculate_imbalance() for a group
@@ -250,7 +250,7 @@ static __always_inline u32 numa_rule_idle_pull(u32 mode, u32 src_nr, u32 src_cpu
 }
 
 /*
- * Rule 3: does a new process whose parent runs on node @parent stay near
+ * place_new: does a new process whose parent runs on node @parent stay near
  * it rather than start on node @least (the least loaded other node)? Yes
  * while the parent's node is not overloaded and is within the allowance
  * against @least (busiest = the parent's node, local_running = its busy
@@ -271,7 +271,7 @@ static __always_inline bool numa_rule_new_stays(u32 mode, const struct numa_node
 }
 
 /*
- * Rule 3 as Bligh and Hohnbaum's 2003 exec balancing placed a new program
+ * place_new as Bligh and Hohnbaum's 2003 exec balancing placed a new program
  * (--exec-placement=least-loaded), on the tasks of each node now
  * (numa.bpf.c's numa_nr_now()), as they counted nr_running per node: does
  * the program stay on its parent's node, with @parent_nr other tasks,
@@ -289,7 +289,7 @@ static __always_inline bool numa_rule_new_stays_least_loaded(u32 parent_nr, u32 
 }
 
 /*
- * Rule 3's least loaded node, over per-node figures: of the nodes
+ * place_new's least loaded node, over per-node figures: of the nodes
  * 0..@nr_nodes-1 not in @skip (a mask of node ids), the one with the
  * fewest tasks @nr[] (all 0: by the decayed load alone, as
  * --exec-placement=allowance and the cross-node candidates choose), on a
@@ -322,7 +322,7 @@ static __always_inline s32 numa_rule_least(const u32 *nr, const u32 *load, u32 n
 }
 
 /*
- * Rule 3, least-loaded form (--exec-placement=least-loaded): one choice for
+ * place_new, least-loaded form (--exec-placement=least-loaded): one choice for
  * a new program on node @src, which runs @parent_nr tasks now. The least
  * loaded node not in @tried (numa_rule_least() over @nr and @load; @tried
  * holds @src), or @src itself when the program stays by its parent
@@ -342,7 +342,7 @@ static __always_inline s32 numa_rule_new_least_loaded(const u32 *nr, const u32 *
 }
 
 /*
- * Rule 3's first test in Bligh and Hohnbaum's exec balancing
+ * place_new's first test in Bligh and Hohnbaum's exec balancing
  * (sched_best_cpu(): `nr_running <= 2`): a new program whose own CPU runs
  * @cpu_nr tasks, itself included, stays there, without a look at the other
  * nodes, while that is at most NUMA_EXEC_QUIET_NR: it shares its CPU with
@@ -356,7 +356,7 @@ static __always_inline bool numa_rule_new_cpu_quiet(u32 cpu_nr)
 }
 
 /*
- * Rule 3 at exec, least-loaded: a program that stayed on its node at its
+ * place_new at exec (place_exec), least-loaded: a program that stayed on its node at its
  * first check is checked again at each slice end, for one balance interval
  * @interval_ns. Is its placement over after this check, @since_first_ns
  * after its first? Yes once it moved (@moved), at once where the rule
@@ -370,7 +370,7 @@ static __always_inline bool numa_rule_exec_done(bool moved, bool recheck, u64 si
 }
 
 /*
- * Rule 6's mark on a CPU (and home.bpf.c's), set @age_ns ago for the task
+ * active_balance's mark on a CPU (and home.bpf.c's), set @age_ns ago for the task
  * @marked_pid then running there: what it means for @pid, a task being
  * enqueued from that CPU. NUMA_MARK_EXPIRED past one balance interval
  * @interval_ns (the task stopped on its own before the kick landed; the
@@ -391,7 +391,7 @@ static __always_inline u32 numa_rule_mark_for(s32 pid, s32 marked_pid, u64 age_n
 }
 
 /*
- * Rule 3's claim: count a new program on the node its placement chose, in
+ * place_new's claim: count a new program on the node its placement chose, in
  * that node's placed figure *@placed (node_placed), as part of the choice:
  * only if the figure still reads @seen, the value the choice was made with
  * (one compare-and-swap). The choice compares nodes by their figures, and
@@ -406,7 +406,7 @@ static __always_inline bool numa_rule_claim(u32 *placed, u32 seen)
 }
 
 /*
- * Rules 2 and 7: may a waking task whose node @src has no idle CPU for it
+ * push_across and node_overloaded: may a waking task whose node @src has no idle CPU for it
  * go to node @dst? Only out of a node that is overloaded with the task
  * counted, into one that is not. A node with spare capacity keeps its
  * waking tasks. In its own node the task counts as one more runnable task
@@ -427,7 +427,7 @@ static __always_inline bool numa_rule_push_across(const struct numa_node_fig *sr
  * Cache-aware aggregation across nodes (cache.bpf.c): may one task of node
  * @from come to node @to, its process's preferred LLC being there? Only
  * while @to is not overloaded with it and the balance would not send a
- * task back (rule 1 from @to to @from with the task counted: 0 moves).
+ * task back (balance_pass from @to to @from with the task counted: 0 moves).
  * The task still counts in @from's figures, as the balance pass would see
  * the two nodes at the moment it moves. NUMA_OFF: no policy to keep, yes.
  */
@@ -440,7 +440,7 @@ static __always_inline bool numa_rule_may_gather(u32 mode, const struct numa_nod
 }
 
 /*
- * Rule 4: may a task that last changed node at @xnode_at (0: never) change
+ * task_may_cross: may a task that last changed node at @xnode_at (0: never) change
  * node again at @now? Only @interval_ns later in policy modes. A clock
  * that reads earlier on this CPU counts as no time passed (time_delta()).
  */
@@ -455,7 +455,7 @@ static __always_inline bool numa_rule_may_cross(u32 mode, u64 xnode_at, u64 now,
 }
 
 /*
- * Rule 2b's partner test. A pair wakes the same partner over and over; a
+ * wake_follow's partner test. A pair wakes the same partner over and over; a
  * task serving many (a hackbench sender writes to every receiver, a
  * dispatcher feeds a pool) switches wakee all the time, and pulling each
  * wakee to its node piles them there. Each waker counts the changes of its

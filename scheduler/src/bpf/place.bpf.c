@@ -9,27 +9,35 @@
  * CPU's local DSQ. -1 from every rule leaves the task on prev: ops.enqueue
  * queues it there and may wake an idle CPU nearby to pull it (pull.bpf.c).
  *
+ * Each rule has a name, the same in the code, the counters' descriptions
+ * and the docs (ARCHITECTURE.md, "the rules by name").
+ *
  * New tasks (SCX_WAKE_FORK):
- *   1. a new process with --place-at-fork: the least loaded node, if
- *      numa.bpf.c rule 3 (--exec-placement) sends it there;
- *   2. else the idle search near the parent's CPU (push.bpf.c), then
- *      another node if the parent's is overloaded (--push-cross-node).
+ *   place_new     a new process with --place-at-fork: the least loaded
+ *                 node, if numa_place_new() (--exec-placement) sends it there;
+ *   idle_search   else the search near the parent's CPU (push.bpf.c), then
+ *                 another node if the parent's is overloaded (push_across,
+ *                 --push-cross-node).
  * Wake-ups:
- *   1. just exec'd: the least loaded node, if numa.bpf.c rule 3
- *      (--exec-placement) sends it there (exec is marked by a tracepoint);
- *   2. away from its home node: an idle CPU at home (home.bpf.c);
- *   3. synchronous, waker on another node: an idle CPU near the waker,
- *      if the NUMA policy lets the pair meet (push_follow_waker(),
- *      numa.bpf.c rule 2b);
- *   4. cache-aware: an idle CPU of the process's preferred LLC
- *      (cache.bpf.c, asked by an idle CPU or with --cache-wake-aggr);
- *   5. synchronous, waker in prev's LLC: the waker's own CPU, with
- *      --sync-wake-target (push_waker_cpu()); waker in another LLC of
- *      prev's node: an idle CPU of the waker's LLC (push_wake_affine());
- *   6. the idle search near prev: its core, its LLC, its node (then
- *      another node only with --push-cross-node=always, or =unpaired for
- *      a wake-up that is not a partner's, and if the NUMA policy allows;
- *      push_pick_cpu()).
+ *   place_exec    just exec'd: the least loaded node, if place_new
+ *                 (--exec-placement) sends it there (exec is marked by a
+ *                 tracepoint; numa_place_exec());
+ *   home_wake     away from its home node: an idle CPU at home
+ *                 (home_wake_pick());
+ *   wake_follow   synchronous, waker on another node: an idle CPU near the
+ *                 waker, if the NUMA policy lets the pair meet
+ *                 (push_follow_waker(), numa_wake_follow());
+ *   cache_wake    cache-aware: an idle CPU of the process's preferred LLC
+ *                 (cache_wake_pick(), asked by an idle CPU or with
+ *                 --cache-wake-aggr);
+ *   waker_cpu     synchronous, waker in prev's LLC: the waker's own CPU,
+ *                 with --sync-wake-target (push_waker_cpu());
+ *   wake_affine   synchronous, waker in another LLC of prev's node: an idle
+ *                 CPU of the waker's LLC (push_wake_affine());
+ *   idle_search   the search near prev: its core, its LLC, its node (then
+ *                 another node only with --push-cross-node=always, or
+ *                 =unpaired for a wake-up that is not a partner's, and if
+ *                 the NUMA policy allows; push_pick_cpu()).
  */
 #include "locality.bpf.h"
 #include "place.bpf.h"
@@ -67,7 +75,7 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *
 	}
 
 	/*
-	 * who wakes whom, for rules 3 and 5: only synchronous wake-ups, the
+	 * who wakes whom, for wake_follow, waker_cpu and wake_affine: only synchronous wake-ups, the
 	 * ones a task makes for a partner (a pipe, a socket); a wake-up from
 	 * interrupt context (a timer, a softirq) is charged to whatever task
 	 * it interrupted and is not that task's partner

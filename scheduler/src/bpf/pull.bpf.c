@@ -3,19 +3,20 @@
  * pull.bpf.c - what does a CPU with an empty queue run? (ops.dispatch)
  *
  * Idea: before going idle, a CPU steals a queued task from the nearest
- * overloaded CPU (one running a task with others waiting in its DSQ):
+ * overloaded CPU (one running a task with others waiting in its DSQ),
+ * level by level (each named by its counter):
  *
- *   1. its SMT siblings          (shares L1/L2: nearly free to move)
- *   2. the other CPUs of its LLC (shares the LLC)
- *   3. the other CPUs of its node
- *   4. DSQs of offline CPUs, at any distance (never strand a task)
- *   5. CPUs of other nodes, only if numa_may_steal_across() (numa.bpf.c)
- *      allows it: with --numa-balance=off on every dispatch (as
+ *   steal_smt      its SMT siblings          (shares L1/L2: nearly free to move)
+ *   steal_llc      the other CPUs of its LLC (shares the LLC)
+ *   steal_node     the other CPUs of its node
+ *   steal_offline  DSQs of offline CPUs, at any distance (never strand a task)
+ *   steal_remote   CPUs of other nodes, only if numa_may_steal_across()
+ *      (numa.bpf.c) allows it: with --numa-balance=off on every dispatch (as
  *      --steal-cross-node did), else within the budget a cross-node
  *      balance pass opened for this node, from the node it named, from
- *      a node that is overloaded now while this one is not (rule 7), or,
+ *      a node that is overloaded now while this one is not (node_overloaded), or,
  *      when this CPU is about to go idle, from a node holding enough more
- *      tasks now (rule 1b, numa_idle_pull_ok(): a task queued past the
+ *      tasks now (idle_pull_across, numa_idle_pull_ok(): a task queued past the
  *      migration cost)
  *
  * The victim's lowest-vtime task that may run here (p->cpus_ptr) and is not
@@ -33,7 +34,7 @@
  * it: one wake-up, where queuing it and kicking a stealer would cost a
  * wake-up, a steal scan and a move between DSQs. Only when none is idle is
  * the task queued, and pull_kick_stealer() may still wake a CPU of another
- * node under NUMA rule 7. --enqueue-handoff says for which tasks: by
+ * node under node_overloaded. --enqueue-handoff says for which tasks: by
  * default (requeued) only one whose enqueue is not a wake-up (its slice
  * ended, its affinity changed; also a new task, although its fork
  * searched); all: every one; off: none. A waking task was just through the
@@ -51,17 +52,18 @@
  * a level without an overloaded CPU is skipped unread; the hierarchy is
  * extended to SMT and node levels, and the queues are sched_ext DSQs.
  *
- * Cache-aware (cache.bpf.c): between levels 2 and 3 an aggregation level
- * steals tasks of the node's other LLCs whose process prefers this CPU's
- * LLC (gate "into"); levels 3 and 5 skip tasks whose preferred LLC is the
+ * Cache-aware (cache.bpf.c): between steal_llc and steal_node an
+ * aggregation level (cache_aggr_pull) steals tasks of the node's other LLCs
+ * whose process prefers this CPU's LLC (gate "into"); steal_node and
+ * steal_remote skip tasks whose preferred LLC is the
  * victim's while the gate "out" forbids leaving it; ops.enqueue hands a
  * task over (pull_claim_near()) as without it, except that a task whose
  * process prefers another LLC is left to pull_kick_stealer(), which wakes a
  * stealer of that LLC, and one in its preferred LLC leaves it only as
  * cache_keep_busy() allows (the gate "out", --cache-busy-wake).
  *
- * Knobs: no_steal disables levels 1-3 and 5, the hand-over at enqueue and
- * the stealer kick (level 4 stays: it is about correctness, not balance);
+ * Knobs: no_steal disables every level but steal_offline (it is about
+ * correctness, not balance), the hand-over at enqueue and the stealer kick;
  * handoff_wake / handoff_requeue (--enqueue-handoff) the hand-over of a
  * waking / a requeued task;
  * steal_cross_node (off mode) and the NUMA budget feed
@@ -135,7 +137,7 @@ static __always_inline bool over_elsewhere(u32 n)
 #define STEAL_CROSS	1	/* victim on another node: NUMA policy per task */
 #define STEAL_GATE	2	/* victim in another LLC: cache gate "out" */
 #define STEAL_AGGR	4	/* only tasks preferring our LLC, gate "into" */
-#define STEAL_IDLE	16	/* NUMA rule 1b: settled tasks too (rule 5 passed over) */
+#define STEAL_IDLE	16	/* idle_pull_across: settled tasks too (settled_kept passed over) */
 
 /* the steal counter that names a move from @victim to @cpu (decide_why()) */
 static __always_inline u32 steal_rule(s32 cpu, s32 victim, u32 flags)
@@ -202,7 +204,7 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 				continue;
 			}
 			/*
-			 * rule 1b takes a task that has waited past the kernel's
+			 * idle_pull_across takes a task that has waited past the kernel's
 			 * migration cost: one queued just now (the other end of a
 			 * pair) is cache hot and its CPU frees up soon
 			 */
@@ -336,7 +338,7 @@ static bool steal_remote(s32 cpu, u32 min_queued)
 	u32 c = cpu & CPU_MASK, i, rot;
 	bool asked = false, going_idle = min_queued <= 1;
 
-	/* rule 1b's answers are kept per node for this scan */
+	/* idle_pull_across's answers are kept per node for this scan */
 	if (going_idle && idle_pull_across)
 		numa_idle_pull_begin(cpu);
 	rot = rotor_next(cpu);
@@ -486,7 +488,7 @@ __hidden s32 pull_claim_near(struct task_struct *p __arg_trusted, s32 victim, bo
  * so that CPU's ops.dispatch pulls it instead of it waiting a slice. With
  * cache-aware scheduling off, pull_claim_near() has just found none in the
  * victim's LLC and node, or was not to look (--enqueue-handoff): only NUMA
- * rule 7 is left. With it on, a CPU of the LLC or node is woken here for a
+ * node_overloaded is left. With it on, a CPU of the LLC or node is woken here for a
  * waking task too, whatever --enqueue-handoff says.
  */
 __hidden void pull_kick_stealer(struct task_struct *p __arg_trusted, s32 victim)
@@ -507,7 +509,7 @@ __hidden void pull_kick_stealer(struct task_struct *p __arg_trusted, s32 victim)
 		if (kick_idle_in(p, node_cpumask(cpu_node[v])))
 			return;
 	}
-	/* NUMA rule 7: an overloaded node may be helped from another one */
+	/* node_overloaded: an overloaded node may be helped from another one */
 	if (numa_mode != NUMA_OFF && numa_node_overloaded(cpu_node[v], 0))
 		kick_idle_in(p, online_cpumask());
 }

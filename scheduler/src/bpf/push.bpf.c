@@ -3,26 +3,30 @@
  * push.bpf.c - the idle-CPU search of a waking task (ops.select_cpu)
  *
  * Idea: look for an idle CPU nearest to the task's previous CPU, trying the
- * levels in order of how much cache they share with it (push_pick_cpu()):
+ * levels in order of how much cache they share with it (push_pick_cpu(),
+ * the rule idle_search):
  *
- *   1. prev CPU, if idle                     (warm L1/L2)
- *   2. an idle core in prev's LLC            (warm LLC, no SMT sharing)
- *   3. an idle CPU in prev's LLC             (warm LLC)
- *   4. an idle CPU in prev's NUMA node       (local memory)
- *   5. an idle CPU in another node, if numa_push_across() (numa.bpf.c)
- *      allows it: always with --numa-balance=off (unless
- *      --no-push-cross-node), else only out of an overloaded node
- *   (cache-aware, cache.bpf.c: steps 4 and 5 are skipped while prev's LLC
- *    is the process's preferred LLC and its gate "out" forbids leaving)
- *   6. none: stay on prev; ops.enqueue queues the task there and, if prev
- *      is busy, wakes an idle CPU nearby to pull it (pull.bpf.c)
+ *   prev_idle      prev CPU, if idle                (warm L1/L2)
+ *   llc_idle_core  an idle core in prev's LLC       (warm LLC, no SMT sharing)
+ *   llc_idle_cpu   an idle CPU in prev's LLC        (warm LLC)
+ *   node_idle_cpu  an idle CPU in prev's NUMA node  (local memory)
+ *   push_across    an idle CPU in another node, if numa_push_across()
+ *                  (numa.bpf.c) allows it: always with --numa-balance=off
+ *                  (unless --no-push-cross-node), else only out of an
+ *                  overloaded node
+ *   (cache-aware, cache.bpf.c: node_idle_cpu and push_across are skipped
+ *    while prev's LLC is the process's preferred LLC and its gate "out"
+ *    forbids leaving: cache_keep_busy)
+ *   stay_on_prev   none: ops.enqueue queues the task there and, if prev
+ *                  is busy, wakes an idle CPU nearby to pull it (pull.bpf.c)
  *
- * and two steps for synchronous wake-ups, which place.bpf.c tries first:
- * following a waker on another node (push_follow_waker(), if the NUMA
- * policy allows it) and wake affine inside the node (push_wake_affine()).
- * place.bpf.c holds the whole order of a wake-up.
+ * and three rules for synchronous wake-ups, which place.bpf.c tries first:
+ * wake_follow, following a waker on another node (push_follow_waker(), if
+ * the NUMA policy allows it), waker_cpu, the waker's own CPU
+ * (push_waker_cpu()), and wake_affine inside the node
+ * (push_wake_affine()). place.bpf.c holds the whole order of a wake-up.
  *
- * Every step is restricted to p->cpus_ptr. A CPU found idle is claimed
+ * Every rule is restricted to p->cpus_ptr. A CPU found idle is claimed
  * (taken out of the idle set atomically) by the helper that finds it, so
  * two wakers cannot pick the same one, and the task is inserted straight
  * into its local DSQ. The idle questions go through idle.bpf.c
@@ -40,15 +44,15 @@
  * the kernel writes their shared lines on every idle transition anyway
  * (docs/decisions.md, "Idle tracking").
  *
- * Step 1 is the kernel's and Sistare's order (--idle-search=prev-first):
- * prev whenever it is idle. --idle-search=core-first takes prev at step 1
+ * prev_idle is the kernel's and Sistare's order (--idle-search=prev-first):
+ * prev whenever it is idle. --idle-search=core-first takes prev at prev_idle
  * only if its whole core is idle, so an idle core elsewhere in the LLC
  * comes before a prev whose SMT sibling is busy (no SMT sharing, but a
  * move away from prev's L1/L2); without SMT the two are the same.
  *
  * Knobs: idle_prev_first (--idle-search); no_idle_core skips the idle-core
- * tests of steps 1 and 2 (A/B switch for the idle-core preference);
- * push_cross_wake / push_cross_fork (--push-cross-node) allow step 5 for
+ * tests of prev_idle and llc_idle_core (A/B switch for the idle-core preference);
+ * push_cross_wake / push_cross_fork (--push-cross-node) allow push_across for
  * a wake-up / a new task, in every NUMA mode, push_cross_unpaired for a
  * wake-up that is not between partners (@paired); wake_affine
  * (--no-wake-affine).
@@ -70,8 +74,8 @@
  * only (place.bpf.c): one from interrupt context is not the interrupted
  * task's doing. A pair wakes one partner
  * over and over and flips rarely; a task feeding many flips at every
- * wake-up. Read by step 0 (numa_few_partners) and step 0b
- * (push_wake_wide); kept only while one of them is on.
+ * wake-up. Read by wake_follow (numa_few_partners), wake_affine and
+ * waker_cpu (push_wake_wide); kept only while one of them is on.
  */
 __hidden bool push_tracks_wakees(void)
 {
@@ -106,7 +110,7 @@ static __always_inline bool push_wake_wide(struct task_ctx *t, struct task_ctx *
 }
 
 /*
- * Step 0b, wake affine: a claimed idle CPU of the waker's LLC for @p, woken
+ * The rule wake_affine: a claimed idle CPU of the waker's LLC for @p, woken
  * synchronously by the task on @waker_cpu, when that LLC is not prev's but
  * lies in prev's node; else -1.
  *
@@ -122,9 +126,9 @@ static __always_inline bool push_wake_wide(struct task_ctx *t, struct task_ctx *
  * free: the kernel's sync test, nr_running == 1); when the wake-up is wide
  * (push_wake_wide); when cache-aware keeps @p in prev's LLC, its preferred
  * one, rather than move to the waker's (gate "out", cache_keep). Only an idle CPU is taken, never the
- * waker's own, so a full LLC sends the search back to prev (step 1).
- * Across nodes the NUMA policy decides instead (step 0). --no-wake-affine
- * turns this step off.
+ * waker's own, so a full LLC sends the search back to prev (idle_search).
+ * Across nodes the NUMA policy decides instead (wake_follow).
+ * --no-wake-affine turns this rule off.
  */
 __hidden s32 push_wake_affine(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
 			      struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
@@ -157,7 +161,7 @@ __hidden s32 push_wake_affine(struct task_struct *p __arg_trusted, struct task_c
 }
 
 /*
- * The waker's CPU: @p, woken synchronously by the task on @waker_cpu in
+ * The rule waker_cpu: @p, woken synchronously by the task on @waker_cpu in
  * prev's LLC, goes into that CPU's local DSQ to run when the waker sleeps;
  * -1 leaves it to the idle search. --sync-wake-target: search (never),
  * waker-if-pair (only when neither serves many partners), waker (always).
@@ -204,7 +208,7 @@ __hidden s32 push_waker_cpu(struct task_struct *p __arg_trusted, struct task_ctx
 }
 
 /*
- * Step 0: a claimed idle CPU near the task on @waker_cpu that woke @p
+ * The rule wake_follow: a claimed idle CPU near the task on @waker_cpu that woke @p
  * synchronously from another node, or -1. The waker's own CPU is not
  * taken even if it is about to sleep: its idle bit is clear while it runs.
  */
@@ -224,7 +228,7 @@ __hidden s32 push_follow_waker(struct task_struct *p __arg_trusted, struct task_
 	return cpu;
 }
 
-/* Return a claimed idle CPU for @p, or -1 to stay on @prev_cpu. */
+/* The rule idle_search: a claimed idle CPU for @p, or -1 to stay on @prev_cpu. */
 __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bool is_fork,
 			   bool paired)
 {
@@ -240,7 +244,7 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 	llc = cpu_llc[prev_cpu & CPU_MASK];
 
 	/*
-	 * 1. prev, if idle. prev-first (the kernel's select_idle_sibling(),
+	 * prev_idle: prev, if idle. prev-first (the kernel's select_idle_sibling(),
 	 * and Sistare's): whether or not its SMT siblings are busy;
 	 * core-first: only if they are idle too, else an idle core below
 	 * comes before it.
@@ -255,7 +259,7 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 		return prev_cpu;
 	}
 
-	/* 2. an idle core in prev's LLC */
+	/* llc_idle_core: an idle core in prev's LLC */
 	if (!no_idle_core) {
 		cpu = idle_pick_llc(p, llc, true);
 		if (cpu >= 0) {
@@ -264,7 +268,7 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 		}
 	}
 
-	/* 3. an idle CPU in prev's LLC; core-first tries prev itself here */
+	/* llc_idle_cpu: an idle CPU in prev's LLC; core-first tries prev itself here */
 	if (!idle_prev_first && idle_claim_cpu(prev_cpu)) {
 		stat_inc(STAT_PICK_LLC_CPU);
 		return prev_cpu;
@@ -276,7 +280,7 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 	}
 
 	/*
-	 * cache-aware gate "out": prev's LLC is the process's preferred one
+	 * cache_keep_busy, the cache-aware gate "out": prev's LLC is the process's preferred one
 	 * and the gate forbids leaving it: stay, a CPU of this LLC will pull
 	 * the task (unless --cache-busy-wake=leave)
 	 */
@@ -286,7 +290,7 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 		return -1;
 	}
 
-	/* 4. an idle CPU in prev's node, outside its LLC */
+	/* node_idle_cpu: an idle CPU in prev's node, outside its LLC */
 	cpu = idle_pick_node(p, cpu_node[prev_cpu & CPU_MASK], llc);
 	if (cpu >= 0) {
 		stat_inc(STAT_PICK_NODE_CPU);
@@ -294,14 +298,14 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 	}
 
 anywhere:
-	/* 5. another node, if the NUMA policy lets the task leave its node */
+	/* push_across: another node, if the NUMA policy lets the task leave its node */
 	cpu = numa_push_across(p, prev_cpu, is_fork, paired);
 	if (cpu >= 0) {
 		stat_inc(STAT_PICK_OTHER);
 		return cpu;
 	}
 
-	/* 6. nothing idle: stay */
+	/* stay_on_prev: nothing idle */
 	stat_inc(STAT_PICK_NONE);
 	return -1;
 }

@@ -21,15 +21,15 @@
  */
 
 /* push side: where ops.select_cpu found a CPU (push.bpf.c) */
-LOC_STAT(PICK_PREV_CORE, pick_prev_core, CNT, "select_cpu: prev CPU, whole core idle")
-LOC_STAT(PICK_LLC_CORE, pick_llc_core, CNT, "select_cpu: idle core in prev's LLC")
-LOC_STAT(PICK_LLC_CPU, pick_llc_cpu, CNT, "select_cpu: idle CPU in prev's LLC")
-LOC_STAT(PICK_NODE_CPU, pick_node_cpu, CNT, "select_cpu: idle CPU in prev's node")
-LOC_STAT(PICK_OTHER, pick_other, CNT, "select_cpu: idle CPU elsewhere")
-LOC_STAT(PICK_NONE, pick_none, CNT, "select_cpu: nothing idle, stayed on prev")
-/* step 0b of push.bpf.c: waker and prev CPU in one node, different LLCs */
-LOC_STAT(PICK_AFFINE, pick_affine, CNT, "select_cpu: sync wake-up, idle CPU in the waker's LLC (wake affine)")
-LOC_STAT(AFFINE_WIDE, affine_wide, CNT, "select_cpu: wake affine not tried, waker and wakee serve many partners")
+LOC_STAT(PICK_PREV_CORE, pick_prev_core, CNT, "select_cpu: prev CPU, whole core idle (prev_idle, core-first)")
+LOC_STAT(PICK_LLC_CORE, pick_llc_core, CNT, "select_cpu: idle core in prev's LLC (llc_idle_core)")
+LOC_STAT(PICK_LLC_CPU, pick_llc_cpu, CNT, "select_cpu: idle CPU in prev's LLC (llc_idle_cpu)")
+LOC_STAT(PICK_NODE_CPU, pick_node_cpu, CNT, "select_cpu: idle CPU in prev's node (node_idle_cpu)")
+LOC_STAT(PICK_OTHER, pick_other, CNT, "select_cpu: idle CPU elsewhere (push_across)")
+LOC_STAT(PICK_NONE, pick_none, CNT, "select_cpu: nothing idle, stayed on prev (stay_on_prev)")
+/* wake_affine (push.bpf.c): waker and prev CPU in one node, different LLCs */
+LOC_STAT(PICK_AFFINE, pick_affine, CNT, "select_cpu: sync wake-up, idle CPU in the waker's LLC (wake_affine)")
+LOC_STAT(AFFINE_WIDE, affine_wide, CNT, "select_cpu: wake_affine not tried, waker and wakee serve many partners")
 
 /* pull side: where ops.dispatch found work when its own DSQ was empty (pull.bpf.c) */
 LOC_STAT(STEAL_SMT, steal_smt, CNT, "dispatch: stolen from an SMT sibling")
@@ -67,28 +67,28 @@ LOC_STAT(KICK_DROPPED, kick_dropped, CNT, "kicks asked for on a CPU going offlin
 /* NUMA (numa.bpf.c): cross-node moves by cause */
 LOC_STAT(XNODE_PUSH_WAKE, xnode_push_wake, CNT, "cross-node move: select_cpu put a waking task on another node")
 LOC_STAT(XNODE_PUSH_FORK, xnode_push_fork, CNT, "cross-node move: a new task (fork) started on another node")
-LOC_STAT(XNODE_EXEC, xnode_exec, CNT, "cross-node move: exec placement")
-LOC_STAT(XNODE_STEAL_BALANCE, xnode_steal_balance, CNT, "cross-node move: steal (policy modes: within a balance pass budget)")
+LOC_STAT(XNODE_EXEC, xnode_exec, CNT, "cross-node move: exec placement (place_exec)")
+LOC_STAT(XNODE_STEAL_BALANCE, xnode_steal_balance, CNT, "cross-node move: steal (policy modes: within a balance pass budget, balance_pass)")
 LOC_STAT(XNODE_STEAL_OFFLINE, xnode_steal_offline, CNT, "cross-node move: drained an offline CPU of another node")
-LOC_STAT(XNODE_WAKE_FOLLOW, xnode_wake_follow, CNT, "cross-node move: a synchronous wakee followed its waker's node")
-LOC_STAT(XNODE_ACTIVE, xnode_active, CNT, "cross-node move: active balance sent a preempted task to an idle node")
-LOC_STAT(XNODE_STEAL_OVERLOAD, xnode_steal_overload, CNT, "cross-node move: steal from an overloaded node (NUMA rule 7)")
-LOC_STAT(XNODE_STEAL_IDLE, xnode_steal_idle, CNT, "cross-node move: a CPU going idle pulled from a node with more tasks now (NUMA rule 1b)")
+LOC_STAT(XNODE_WAKE_FOLLOW, xnode_wake_follow, CNT, "cross-node move: a synchronous wakee followed its waker's node (wake_follow)")
+LOC_STAT(XNODE_ACTIVE, xnode_active, CNT, "cross-node move: active_balance sent a preempted task to an idle node")
+LOC_STAT(XNODE_STEAL_OVERLOAD, xnode_steal_overload, CNT, "cross-node move: steal from an overloaded node (node_overloaded)")
+LOC_STAT(XNODE_STEAL_IDLE, xnode_steal_idle, CNT, "cross-node move: a CPU going idle pulled from a node with more tasks now (idle_pull_across)")
 /* NUMA policy decisions */
 LOC_STAT(NUMA_PASSES, numa_passes, CNT, "cross-node balance passes run")
 LOC_STAT(NUMA_BUDGET, numa_budget, CNT, "tasks the balance passes allowed to move")
-LOC_STAT(NUMA_PUSH_KEPT, numa_push_kept, CNT, "push across denied: node within the allowance")
-LOC_STAT(NUMA_NEW_LOCAL, numa_new_local, CNT, "new process (fork/exec) kept on its parent's node")
-LOC_STAT(NUMA_TASK_RECENT, numa_task_recent, CNT, "cross-node move denied: task changed node within the interval")
+LOC_STAT(NUMA_PUSH_KEPT, numa_push_kept, CNT, "push_across denied: node within the allowance")
+LOC_STAT(NUMA_NEW_LOCAL, numa_new_local, CNT, "new process (fork/exec) kept on its parent's node (place_new)")
+LOC_STAT(NUMA_TASK_RECENT, numa_task_recent, CNT, "cross-node move denied: task changed node within the interval (task_may_cross)")
 LOC_STAT(NUMA_FOLLOW_REFUSED, numa_follow_refused, CNT, "wakee kept off its waker's node (all reasons; beyond the allowance unless counted below)")
-LOC_STAT(NUMA_SETTLED_KEPT, numa_settled_kept, CNT, "cross-node steal passed over a task settled on its node")
-LOC_STAT(NUMA_PULL_HOT, numa_pull_hot, CNT, "idle pull across nodes passed over a task queued too recently (rule 1b)")
-LOC_STAT(NUMA_ACTIVE_KICK, numa_active_kicks, CNT, "active balance: busy CPUs preempted for an idle node")
-LOC_STAT(NUMA_OVERLOAD, numa_overload, CNT, "push across allowed past the allowance: its node was overloaded (rule 7)")
+LOC_STAT(NUMA_SETTLED_KEPT, numa_settled_kept, CNT, "cross-node steal passed over a task settled on its node (settled_kept)")
+LOC_STAT(NUMA_PULL_HOT, numa_pull_hot, CNT, "idle pull across nodes passed over a task queued too recently (idle_pull_across)")
+LOC_STAT(NUMA_ACTIVE_KICK, numa_active_kicks, CNT, "active_balance: busy CPUs preempted for an idle node")
+LOC_STAT(NUMA_OVERLOAD, numa_overload, CNT, "push_across allowed past the allowance: its node was overloaded (node_overloaded)")
 /* home nodes (home.bpf.c) */
-LOC_STAT(XNODE_HOME, xnode_home, CNT, "cross-node move: a waking task went back to an idle CPU of its home node")
-LOC_STAT(HOME_KEPT, home_kept, CNT, "push, follow or steal away from the task's home node refused")
-LOC_STAT(HOME_ACTIVE, home_active, CNT, "balance pass: tasks away from home preempted to go back")
+LOC_STAT(XNODE_HOME, xnode_home, CNT, "cross-node move: a waking task went back to an idle CPU of its home node (home_wake)")
+LOC_STAT(HOME_KEPT, home_kept, CNT, "push, follow or steal away from the task's home node refused (home_may_leave, home_steal_ok)")
+LOC_STAT(HOME_ACTIVE, home_active, CNT, "balance pass: tasks away from home preempted to go back (home_balance)")
 LOC_STAT(HOME_SWAP, home_swaps, CNT, "balance pass: swaps (home full, a task homed here sent back with it)")
 
 /* cache-aware scheduling (cache.bpf.c) */
@@ -98,7 +98,7 @@ LOC_STAT(CACHE_PREF_SWITCH, cache_pref_switch, CNT, "cache-aware: a process swit
 LOC_STAT(CACHE_DROP_FIT, cache_drop_fit, CNT, "cache-aware: preference dropped, more running threads than the LLC's cores")
 LOC_STAT(CACHE_DROP_TIMEOUT, cache_drop_timeout, CNT, "cache-aware: preference ignored, no activity for the timeout")
 LOC_STAT(CACHE_AGGR_PULL, cache_aggr_pull, CNT, "cache-aware: steals into the task's preferred LLC")
-LOC_STAT(CACHE_AGGR_WAKE, cache_aggr_wake, CNT, "cache-aware: wake aggregation picks in the preferred LLC")
+LOC_STAT(CACHE_AGGR_WAKE, cache_aggr_wake, CNT, "cache-aware: wake aggregation picks in the preferred LLC (cache_wake)")
 LOC_STAT(CACHE_AGGR_KICK, cache_aggr_kick, CNT, "cache-aware: idle CPUs of the preferred LLC woken to pull")
 LOC_STAT(CACHE_AGGR_MARK, cache_aggr_mark, CNT, "cache-aware: running tasks outside their preferred LLC asked to move by an idle CPU there")
 LOC_STAT(CACHE_AGGR_MOVE, cache_aggr_move, CNT, "cache-aware: asked tasks moved into their preferred LLC at their next wake-up")
@@ -112,9 +112,9 @@ LOC_STAT(CACHE_RT_PREF_NS, cache_rt_pref_ms, NS, "cache-aware: ms of that run in
 LOC_STAT(IDLE_RESYNC, idle_resync, CNT, "sparse idle: idle CPUs whose slot the timer set again")
 LOC_STAT(IDLE_CLAIM_LOST, idle_claim_lost, CNT, "sparse idle: slot claimed but built-in idle bit already clear")
 
-/* why wake-follow was refused (numa_wake_follow() in numa.bpf.c), beside the total above */
-LOC_STAT(NUMA_FOLLOW_REFUSED_OVERLOAD, numa_follow_refused_overload, CNT, "wake-follow refused: the waker's node would be overloaded")
-LOC_STAT(NUMA_FOLLOW_REFUSED_PARTNERS, numa_follow_refused_partners, CNT, "wake-follow refused: waker or wakee has many partners")
+/* why wake_follow was refused (numa_wake_follow() in numa.bpf.c), beside the total above */
+LOC_STAT(NUMA_FOLLOW_REFUSED_OVERLOAD, numa_follow_refused_overload, CNT, "wake_follow refused: the waker's node would be overloaded")
+LOC_STAT(NUMA_FOLLOW_REFUSED_PARTNERS, numa_follow_refused_partners, CNT, "wake_follow refused: waker or wakee has many partners")
 
 /* new-program placement (numa_place_new() in numa.bpf.c) */
 LOC_STAT(NUMA_CLAIM_LOST, numa_claim_lost, CNT, "new program: another was counted on the chosen node meanwhile, chosen again")
@@ -129,11 +129,11 @@ LOC_STAT(DECIDE_TIMED_NS, decide_timed_ms, NS, "time spent in the timed decision
 /* ops.enqueue: a task about to queue behind a running one, handed to an idle CPU nearby (pull_claim_near() in pull.bpf.c) */
 LOC_STAT(ENQ_HANDOFF, enq_handoff, CNT, "enqueue: handed to an idle CPU of the LLC or node instead of queuing")
 
-/* push.bpf.c step 1 with --idle-search=prev-first */
-LOC_STAT(PICK_PREV, pick_prev, CNT, "select_cpu: prev CPU idle, its SMT siblings busy or not")
+/* prev_idle (push.bpf.c) with --idle-search=prev-first */
+LOC_STAT(PICK_PREV, pick_prev, CNT, "select_cpu: prev CPU idle, its SMT siblings busy or not (prev_idle)")
 LOC_STAT(XNODE_CACHE_AGGR, xnode_cache_aggr, CNT, "cross-node move: a waking task went to an idle CPU of its preferred LLC in another node that asked for it")
 
 /* of enq_handoff, the tasks handed over at a wake-up (--enqueue-handoff=all; pull_claim_near()) */
 LOC_STAT(ENQ_HANDOFF_WAKE, enq_handoff_wake, CNT, "enqueue: of enq_handoff, waking tasks")
 /* push_waker_cpu(): a sync wake-up queued on the waker's own CPU (--sync-wake-target) */
-LOC_STAT(PICK_WAKER, pick_waker, CNT, "select_cpu: sync wake-up put on the waker's CPU, to run when it sleeps")
+LOC_STAT(PICK_WAKER, pick_waker, CNT, "select_cpu: sync wake-up put on the waker's CPU, to run when it sleeps (waker_cpu)")
