@@ -245,6 +245,16 @@ static __always_inline u32 llc_nr_cpus(u32 l)
 	return llc_off[l + 1] - llc_off[l];
 }
 
+/* is @cpu idle now, by the kernel's built-in idle mask? */
+static __always_inline bool cpu_idle_now(s32 cpu)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	bool is_idle = bpf_cpumask_test_cpu(cpu, idle);
+
+	scx_bpf_put_idle_cpumask(idle);
+	return is_idle;
+}
+
 /* every kick goes through here (main.bpf.c says why) */
 void kick_cpu(s32 cpu, u64 flags);
 

@@ -23,7 +23,8 @@
  * compiles separately and links into one object (shared state:
  * locality.bpf.h):
  *
- *   place.bpf.c  the order of the rules that place a waking or new task
+ *   place.bpf.c  the order of the rules that place a waking, new or queued
+ *                task
  *   push.bpf.c   idle-CPU search at wake-up
  *   idle.bpf.c   the idle questions (built-in masks or sparse flags)
  *   pull.bpf.c   dispatch-time stealing, and waking an idle stealer
@@ -329,69 +330,33 @@ static __always_inline void wake_preempt(struct task_struct *p,
 void BPF_STRUCT_OPS(locality_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = task_ctx(p);
-	s32 cpu = scx_bpf_task_cpu(p);
-	const struct cpumask *idle;
-	bool is_idle, claimed = false;
+	u32 how = 0;
+	bool is_idle, claimed;
+	s32 cpu;
 	u64 vtime;
 
-	/* exec'd and not placed yet: see numa.bpf.c */
-	if (tctx && tctx->exec_pending) {
-		s32 t = numa_place_exec(p, tctx, cpu);
-
-		if (t >= 0) {
-			cpu = t;
-			claimed = true;
-		}
+	/* where it goes: place_enqueue() (place.bpf.c) holds the rules */
+	cpu = place_enqueue(p, tctx, scx_bpf_task_cpu(p), enq_flags, &how);
+	if (cpu < 0) {
+		/*
+		 * No allowed CPU is online (a transient state during
+		 * hotplug): the global DSQ is consumed by every CPU
+		 * and the kernel checks affinity there.
+		 */
+		scx_bpf_dsq_insert(p, SCX_DSQ_GLOBAL, slice_ns, enq_flags);
+		return;
 	}
-
-	/* preempted by the NUMA pass to move to an idle node: numa.bpf.c active_balance */
-	if (!claimed) {
-		s32 t = numa_active_take(p, cpu, &claimed);
-
-		if (t >= 0)
-			cpu = t;
+	if (how & PLACE_HANDOFF) {
+		/* handed to an idle CPU nearby instead of queuing behind a running task */
+		place_vtime(tctx, cpu);
+		if (tctx)
+			tctx->queued_at = scx_bpf_now();
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
+		kick_cpu(cpu, SCX_KICK_IDLE);
+		return;
 	}
-
-	if (!cpu_online(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
-		const struct cpumask *online = online_cpumask();
-
-		cpu = online ? bpf_cpumask_any_and_distribute(p->cpus_ptr, online) :
-			       nr_cpus;
-		if (!cpu_valid(cpu)) {
-			/*
-			 * No allowed CPU is online (a transient state during
-			 * hotplug): the global DSQ is consumed by every CPU
-			 * and the kernel checks affinity there.
-			 */
-			scx_bpf_dsq_insert(p, SCX_DSQ_GLOBAL, slice_ns, enq_flags);
-			return;
-		}
-		stat_inc(STAT_ENQ_FALLBACK);
-	}
-
-	idle = scx_bpf_get_idle_cpumask();
-	is_idle = bpf_cpumask_test_cpu(cpu, idle);
-	scx_bpf_put_idle_cpumask(idle);
-
-	/*
-	 * About to queue behind a running task: if a CPU nearby is idle,
-	 * the task may go straight to it instead (pull.bpf.c; by default
-	 * only a task that is not waking). Not the only task of its CPU put
-	 * back (SCX_ENQ_LAST, below): that CPU is free.
-	 */
-	if (!claimed && !is_idle && p->nr_cpus_allowed > 1 &&
-	    !(enq_flags & SCX_ENQ_LAST)) {
-		s32 t = pull_claim_near(p, cpu, enq_flags & SCX_ENQ_WAKEUP);
-
-		if (t >= 0) {
-			place_vtime(tctx, t);
-			if (tctx)
-				tctx->queued_at = scx_bpf_now();
-			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | t, slice_ns, enq_flags);
-			kick_cpu(t, SCX_KICK_IDLE);
-			return;
-		}
-	}
+	claimed = how & PLACE_CLAIMED;
+	is_idle = how & PLACE_IDLE;
 
 	vtime = place_vtime(tctx, cpu);
 	if (tctx)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * place.bpf.c - the order of the rules that place a waking or new task
+ * place.bpf.c - the order of the rules that place a waking, new or queued task
  *
  * ops.select_cpu (main.bpf.c) asks place_wakeup() for a CPU. Each rule
  * below is one call into the file of its mechanism; the first that returns
@@ -38,6 +38,18 @@
  *                 another node only with --push-cross-node=always, or
  *                 =unpaired for a wake-up that is not a partner's, and if
  *                 the NUMA policy allows; push_pick_cpu()).
+ *
+ * ops.enqueue (main.bpf.c) asks place_enqueue() where a task it is about to
+ * queue goes, and keeps the queueing:
+ *   place_exec      still exec-pending (no wake-up placed it, or it was
+ *                   checked again at a slice end): as at a wake-up;
+ *   active_balance  preempted by the balance pass (or home_balance) to go
+ *                   to another node: an idle CPU there (numa_active_take());
+ *   (an allowed online CPU if the task's own is not one)
+ *   enq_handoff     about to queue behind a running task: an idle CPU of
+ *                   its LLC, else node, claimed for it (pull_claim_near(),
+ *                   --enqueue-handoff);
+ *   else its CPU, where it queues.
  */
 #include "locality.bpf.h"
 #include "place.bpf.h"
@@ -45,6 +57,7 @@
 #include "numa.bpf.h"
 #include "home.bpf.h"
 #include "cache.bpf.h"
+#include "pull.bpf.h"
 
 /* A claimed idle CPU for @p (context @tctx, may be NULL), or -1 to leave it on @prev_cpu. */
 __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 prev_cpu,
@@ -111,4 +124,67 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *
 	}
 	return push_pick_cpu(p, prev_cpu, false,
 			     sync && push_cross_unpaired && numa_wake_paired(tctx, waker, this_cpu));
+}
+
+/*
+ * Where ops.enqueue puts @p (context @tctx, may be NULL), last on @cpu:
+ * returns the CPU, with *@how saying what it is (PLACE_*: a CPU claimed
+ * idle for it, a hand-off, or a CPU to queue on, idle or not), or -1 when
+ * no CPU @p may use is online (ops.enqueue uses the global DSQ).
+ */
+__hidden s32 place_enqueue(struct task_struct *p __arg_trusted, struct task_ctx *tctx, s32 cpu,
+			   u64 enq_flags, u32 *how)
+{
+	bool is_idle, claimed = false;
+	s32 t;
+
+	/* place_exec: exec'd and not placed yet */
+	if (tctx && tctx->exec_pending) {
+		t = numa_place_exec(p, tctx, cpu);
+
+		if (t >= 0) {
+			cpu = t;
+			claimed = true;
+		}
+	}
+
+	/* active_balance: preempted by the NUMA pass to move to an idle node */
+	if (!claimed) {
+		t = numa_active_take(p, cpu, &claimed);
+
+		if (t >= 0)
+			cpu = t;
+	}
+
+	if (!cpu_online(cpu) || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+		const struct cpumask *online = online_cpumask();
+
+		cpu = online ? bpf_cpumask_any_and_distribute(p->cpus_ptr, online) :
+			       nr_cpus;
+		if (!cpu_valid(cpu))
+			return -1;
+		stat_inc(STAT_ENQ_FALLBACK);
+	}
+
+	is_idle = cpu_idle_now(cpu);
+
+	/*
+	 * enq_handoff: about to queue behind a running task, the task may go
+	 * straight to an idle CPU nearby instead (pull.bpf.c; by default only
+	 * a task that is not waking). Not the only task of its CPU put back
+	 * (SCX_ENQ_LAST): that CPU is free.
+	 */
+	if (!claimed && !is_idle && p->nr_cpus_allowed > 1 &&
+	    !(enq_flags & SCX_ENQ_LAST)) {
+		t = pull_claim_near(p, cpu, enq_flags & SCX_ENQ_WAKEUP);
+
+		if (t >= 0) {
+			if (how)
+				*how = PLACE_HANDOFF;
+			return t;
+		}
+	}
+	if (how)
+		*how = (claimed ? PLACE_CLAIMED : 0) | (is_idle ? PLACE_IDLE : 0);
+	return cpu;
 }

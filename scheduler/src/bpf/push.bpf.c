@@ -182,8 +182,6 @@ __hidden s32 push_wake_affine(struct task_struct *p __arg_trusted, struct task_c
 __hidden s32 push_waker_cpu(struct task_struct *p __arg_trusted, struct task_ctx *tctx,
 			    struct task_ctx *waker, s32 prev_cpu, s32 waker_cpu)
 {
-	const struct cpumask *idle;
-	bool prev_idle;
 	u32 llc;
 
 	if (!sync_to_waker || !cpu_valid(prev_cpu) || !cpu_valid(waker_cpu))
@@ -196,13 +194,8 @@ __hidden s32 push_waker_cpu(struct task_struct *p __arg_trusted, struct task_ctx
 		return -1;
 	if (sync_to_waker_pairs && push_wake_wide(tctx, waker, llc))
 		return -1;
-	if (prev_cpu != waker_cpu) {
-		idle = scx_bpf_get_idle_cpumask();
-		prev_idle = bpf_cpumask_test_cpu(prev_cpu, idle);
-		scx_bpf_put_idle_cpumask(idle);
-		if (prev_idle)
-			return -1;
-	}
+	if (prev_cpu != waker_cpu && cpu_idle_now(prev_cpu))
+		return -1;
 	stat_inc(STAT_PICK_WAKER);
 	return waker_cpu;
 }
