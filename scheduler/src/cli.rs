@@ -88,7 +88,7 @@ pub enum SyncWakeTarget {
     Waker,
 }
 
-/// --push-cross-node values (bpf/numa.bpf.c, numa_push_across()).
+/// --push-cross-node values (bpf/numa_place.bpf.c, numa_push_across()).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PushCrossNode {
     /// New tasks and wake-ups.
@@ -261,7 +261,7 @@ pub struct Opts {
     pub idle_pull_across: bool,
 
     /// When a task whose node has no idle CPU for it may take an idle CPU
-    /// of another node, if its own node is overloaded (bpf/numa.bpf.c
+    /// of another node, if its own node is overloaded (bpf/numa_place.bpf.c
     /// push_across, node_overloaded): always (new tasks and wake-ups), fork (new tasks only: a waking
     /// task stays in the node of its previous CPU or of its waker, as the
     /// kernel's wake-ups do, and the balance pass moves it if the imbalance
@@ -278,7 +278,7 @@ pub struct Opts {
     pub no_push_cross_node: bool,
 
     /// NUMA policy: a task woken synchronously from another node never
-    /// follows its waker there (numa.bpf.c wake_follow; A/B switch).
+    /// follows its waker there (numa_place.bpf.c wake_follow; A/B switch).
     #[arg(long, hide = true, help_heading = "NUMA")]
     pub no_wake_follow: bool,
 

@@ -5,11 +5,11 @@
 //! is lightly loaded, so that communicating tasks stay on one node (Mel
 //! Gorman 2019, "bounded NUMA imbalance"); balancing across nodes runs on
 //! its own slow pass (Bligh & Hohnbaum 2003). The mechanism lives in
-//! src/bpf/numa.bpf.c (its header says where each rule applies: the
-//! cross-node balance pass, the wake-up push across nodes, a synchronous
-//! wakee following its waker's node, fork/exec placement, the
-//! once-per-interval rule per task, the settled-task rule for cross-node
-//! steals, active balance of running tasks). The rules themselves are pure
+//! src/bpf/numa.bpf.c (its header says where each rule applies and which
+//! unit holds it: balance_pass and active_balance in numa_balance.bpf.c;
+//! push_across, wake_follow and place_new in numa_place.bpf.c;
+//! task_may_cross, settled_kept, node_overloaded and idle_pull_across in
+//! numa.bpf.c itself; the loads they compare in numa_load.bpf.c). The rules themselves are pure
 //! functions in src/bpf/numa_rules.h, which the BPF side runs and
 //! src/rules.rs tests.
 //!

@@ -49,7 +49,7 @@
  *
  * Gates (cache_may_enter / cache_may_leave; the rules of this file are in
  * cache_rules.h, tested by src/rules.rs), on each LLC's utilisation
- * (llc_util, numa.bpf.c: the decayed share of time its CPUs ran tasks)
+ * (llc_util, numa_load.bpf.c: the decayed share of time its CPUs ran tasks)
  * against its capacity. --cache-gates=utilisation, the series'
  * _get_migrate_hint(), the moving thread's thread_util taken from the
  * source and added to the destination:
@@ -80,7 +80,7 @@
  *     gate forbids a move to the node's least busy other LLC, it waits
  *     there for a CPU (unless --cache-busy-wake=leave: cache_keep_busy());
  *     pull.bpf.c's hand-over at enqueue follows the same rule.
- *   numa.bpf.c: the balance pass's active move (active_balance) leaves a thread
+ *   numa_balance.bpf.c: the balance pass's active move (active_balance) leaves a thread
  *     that cache_keep() keeps in its preferred LLC.
  *   balancing pulls running tasks too (cache_aggr_mark): a CPU about to
  *     go idle, with nothing to steal, looks in its node (then in the other
@@ -115,6 +115,7 @@
 #include "cache_rules.h"
 #include "home.bpf.h"
 #include "numa.bpf.h"
+#include "numa_load.bpf.h"
 #include "decide.bpf.h"
 
 /* Initialisers here and below are the agent's defaults; rodata.rs writes each. */

@@ -6,7 +6,8 @@
  * tick:
  *   - samples every CPU's queue and idle state for the NUMA load averages
  *     and utilisation (numa_load_begin / numa_load_cpu / numa_load_end,
- *     numa.bpf.c), which also run the cross-node balance pass when due;
+ *     numa_load.bpf.c), then runs the cross-node balance pass when due
+ *     (numa_balance_pass, numa_balance.bpf.c);
  *   - re-syncs the sparse idle flags with the kernel's (idle_resync);
  *   - wakes an idle CPU that has tasks queued in its own DSQs (a missed
  *     wake-up: STAT_RESCUE_KICK, expected zero);
@@ -20,7 +21,8 @@
 #include "locality.bpf.h"
 #include "heartbeat.bpf.h"
 #include "idle.bpf.h"
-#include "numa.bpf.h"
+#include "numa_load.bpf.h"
+#include "numa_balance.bpf.h"
 
 /* scratch, used only by the (single) timer callback */
 u64 iwq_last_ns;
@@ -56,7 +58,7 @@ struct {
 static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 {
 	const struct cpumask *idle;
-	u64 llc_sum = 0, node_sum = 0, now, dt;
+	u64 llc_sum = 0, node_sum = 0, now, dt, sample_at;
 	u32 i;
 
 	/*
@@ -84,7 +86,8 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		iwq_node_queued[i] = 0;
 	}
 
-	numa_load_begin(scx_bpf_now());
+	sample_at = scx_bpf_now();
+	numa_load_begin(sample_at);
 	idle = scx_bpf_get_idle_cpumask();
 	bpf_for(i, 0, nr_cpus) {
 		u32 c = i & CPU_MASK, l, n;
@@ -146,6 +149,8 @@ static int iwq_timerfn(void *map, int *key, struct bpf_timer *timer)
 		stat_add(STAT_IWQ_NODE_NS, node_sum * dt);
 	stat_inc(STAT_IWQ_SAMPLES);
 	numa_load_end();
+	/* balance_pass, when due, on the loads just sampled */
+	numa_balance_pass(sample_at);
 
 	/*
 	 * Duty cap: the callback runs in softirq context on one CPU and the

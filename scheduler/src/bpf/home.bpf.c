@@ -38,7 +38,7 @@
  *      idle CPU of its home node if one is allowed (home_wake_pick();
  *      STAT_XNODE_HOME);
  *   home_may_leave: the wake-up's push_across and wake_follow
- *      (numa.bpf.c) never take a task away from home (STAT_HOME_KEPT);
+ *      (numa_place.bpf.c) never take a task away from home (STAT_HOME_KEPT);
  *   home_steal_ok: cross-node steals (pull.bpf.c steal_remote) pass over a task at home
  *      unless its node's budget went unspent for NUMA_SETTLED_TRIES passes
  *      (the same escalation as settled tasks, so an idle CPU is never kept

@@ -56,6 +56,11 @@ extern const volatile bool wake_affine;
 extern const volatile bool sync_to_waker;
 extern const volatile bool sync_to_waker_pairs;
 
+/* the NUMA policy's mode, period and allowance per node (numa*.bpf.c) */
+extern const volatile u32 numa_mode;
+extern const volatile u64 numa_interval_ns;
+extern const volatile u32 node_imb_nr[MAX_NODES];
+
 extern const volatile u16 cpu_llc[MAX_CPUS];	/* dense LLC index of each CPU */
 extern const volatile u16 cpu_node[MAX_CPUS];	/* dense node index of each CPU */
 extern const volatile u16 cpu_core[MAX_CPUS];	/* dense core index of each CPU */
@@ -96,7 +101,7 @@ struct task_ctx {
 	u64 queued_at;		/* when it was last queued, 0 once running */
 	s32 last_cpu;		/* where it last ran, -1 if never */
 	s32 vtime_cpu;		/* vtime is relative to this CPU's clock */
-	u8 exec_pending;	/* exec'd, placement not settled (numa.bpf.c) */
+	u8 exec_pending;	/* exec'd, placement not settled (numa_place.bpf.c) */
 	u64 exec_at;		/* its first exec placement check, 0 none yet */
 	u32 why;		/* the rule that decided its next move (decide.bpf.h) */
 	u64 xnode_at;		/* last NUMA-policy node change, 0 never */

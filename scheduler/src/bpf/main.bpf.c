@@ -28,8 +28,12 @@
  *   push.bpf.c   idle-CPU search at wake-up
  *   idle.bpf.c   the idle questions (built-in masks or sparse flags)
  *   pull.bpf.c   dispatch-time stealing, and waking an idle stealer
- *   numa.bpf.c   NUMA policy: load averages, bounded node imbalance,
- *                the cross-node balance pass, fork/exec placement
+ *   numa_load.bpf.c  load and utilisation averages per CPU, LLC and node
+ *   numa.bpf.c   NUMA policy: bounded node imbalance, when a task may
+ *                change node, steals across nodes
+ *   numa_balance.bpf.c  the cross-node balance pass, active balance
+ *   numa_place.bpf.c  across nodes at placement: fork/exec placement,
+ *                the push across, following the waker
  *   home.bpf.c   home nodes chosen by the memory agent
  *   cache.bpf.c  cache-aware scheduling: per-process preferred LLC,
  *                aggregation pulls and migration gates
@@ -101,7 +105,7 @@
  * Stats: the per-CPU "stats" array, one counter per line of stats.h.
  */
 #include "locality.bpf.h"
-#include "numa.bpf.h"
+#include "numa_load.bpf.h"
 #include "home.bpf.h"
 #include "cache.bpf.h"
 #include "idle.bpf.h"
@@ -131,12 +135,12 @@ const volatile bool idle_prev_first = true;
 const volatile u64 wake_gran_ns = DFL_WAKE_GRAN_US * 1000ULL; /* 0: no wake-up preemption */
 const volatile bool steal_cross_node;
 const volatile bool idle_pull_across;	/* numa.bpf.c idle_pull_across */
-const volatile bool push_cross_wake;	/* numa.bpf.c push_across at a wake-up */
-const volatile bool push_cross_fork = true;	/* numa.bpf.c push_across for a new task */
+const volatile bool push_cross_wake;	/* numa_place.bpf.c push_across at a wake-up */
+const volatile bool push_cross_fork = true;	/* numa_place.bpf.c push_across for a new task */
 const volatile bool push_cross_unpaired;	/* ... for a wake-up not within a pair */
-const volatile bool wake_follow = true;	/* numa.bpf.c wake_follow */
-const volatile bool place_at_fork;	/* numa.bpf.c place_new: fork too, not only exec */
-const volatile bool place_least_loaded = true;	/* numa.bpf.c place_new: Bligh/Hohnbaum's form */
+const volatile bool wake_follow = true;	/* numa_place.bpf.c wake_follow */
+const volatile bool place_at_fork;	/* numa_place.bpf.c place_new: fork too, not only exec */
+const volatile bool place_least_loaded = true;	/* numa_place.bpf.c place_new: Bligh/Hohnbaum's form */
 const volatile bool place_quiet_stays = true;	/* ... and its first test: a program on a quiet CPU stays */
 const volatile bool wake_affine = true;	/* push.bpf.c wake_affine */
 const volatile bool sync_to_waker;		/* push_waker_cpu() */
@@ -459,7 +463,7 @@ static bool dispatch_own(s32 cpu)
 	return false;
 }
 
-/* @p exec'd and is waiting for its placement (numa.bpf.c) */
+/* @p exec'd and is waiting for its placement (numa_place.bpf.c) */
 static __always_inline bool exec_unplaced(struct task_struct *p)
 {
 	struct task_ctx *tctx = task_ctx(p);
@@ -499,7 +503,7 @@ void BPF_STRUCT_OPS(locality_dispatch, s32 cpu, struct task_struct *prev)
 	 * CPU: refill its slice with ours (the kernel keeps a prev that has
 	 * slice left; with SCX_OPS_ENQ_LAST it would otherwise put it back
 	 * through ops.enqueue). Except a program whose exec placement is not
-	 * settled (numa.bpf.c place_new): the kernel puts it back through
+	 * settled (numa_place.bpf.c place_new): the kernel puts it back through
 	 * ops.enqueue, where it is placed. A CPU-bound program alone on its
 	 * CPU would otherwise never be enqueued, and never placed.
 	 */
@@ -624,7 +628,7 @@ void BPF_STRUCT_OPS(locality_stopping, struct task_struct *p, bool runnable)
  * past its slice without stopping (the kernel refills it), so charged only
  * at its stop, one run of tens of ms would land in one epoch of its
  * process's occupancy (cache.bpf.c) and in one window of its utilisation
- * (numa.bpf.c): a process filling its LLC read as running more threads
+ * (numa_load.bpf.c): a process filling its LLC read as running more threads
  * than the LLC has cores, and lost its preferred LLC. For the same reason
  * the task's home is re-read here once the agent has changed the homes.
  */

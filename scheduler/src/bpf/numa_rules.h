@@ -11,7 +11,7 @@
 
 #include "rules.h"
 
-/* what the policy sees of one node (numa.bpf.c's numa_fig() fills it) */
+/* what the policy sees of one node (numa_load.bpf.h's numa_fig() fills it) */
 struct numa_node_fig {
 	u32 cpus;	/* its CPUs */
 	u32 nr_last;	/* runnable tasks at the last whole sample (node_nr_last) */
@@ -273,7 +273,7 @@ static __always_inline bool numa_rule_new_stays(u32 mode, const struct numa_node
 /*
  * place_new as Bligh and Hohnbaum's 2003 exec balancing placed a new program
  * (--exec-placement=least-loaded), on the tasks of each node now
- * (numa.bpf.c's numa_nr_now()), as they counted nr_running per node: does
+ * (numa_load.bpf.c's numa_nr_now()), as they counted nr_running per node: does
  * the program stay on its parent's node, with @parent_nr other tasks,
  * rather than start on the least loaded node, with @least_nr? It goes only if @least_nr < @parent_nr:
  * afterwards that node runs @least_nr + 1 <= @parent_nr, so the move evens
@@ -295,7 +295,7 @@ static __always_inline bool numa_rule_new_stays_least_loaded(u32 parent_nr, u32 
  * --exec-placement=allowance and the cross-node candidates choose), on a
  * tie the one with the lower decayed load @load[], then the lower id. Its
  * count of tasks in *@least_nr (~0 if none); -1 if every node is skipped.
- * numa.bpf.c's numa_least_fill() fills @nr (numa_nr_now(): tasks on the
+ * numa_place.bpf.c's numa_least_fill() fills @nr (numa_nr_now(): tasks on the
  * node now) and @load (node_load + node_placed) for the nodes not skipped.
  */
 static __always_inline s32 numa_rule_least(const u32 *nr, const u32 *load, u32 nr_nodes, u64 skip,

@@ -65,7 +65,7 @@
 #include "push_rules.h"
 #include "idle.bpf.h"
 #include "cache.bpf.h"
-#include "numa.bpf.h"
+#include "numa_place.bpf.h"
 
 /*
  * Who wakes whom. The waker (current) counts how often the task it wakes

@@ -64,7 +64,7 @@ LOC_STAT(RESCUE_KICK, rescue_kicks, CNT, "idle CPUs with a queued DSQ woken by t
 /* kick_cpu() in main.bpf.c; nonzero only around CPU hotplug */
 LOC_STAT(KICK_DROPPED, kick_dropped, CNT, "kicks asked for on a CPU going offline, not sent")
 
-/* NUMA (numa.bpf.c): cross-node moves by cause */
+/* NUMA (numa*.bpf.c): cross-node moves by cause */
 LOC_STAT(XNODE_PUSH_WAKE, xnode_push_wake, CNT, "cross-node move: select_cpu put a waking task on another node")
 LOC_STAT(XNODE_PUSH_FORK, xnode_push_fork, CNT, "cross-node move: a new task (fork) started on another node")
 LOC_STAT(XNODE_EXEC, xnode_exec, CNT, "cross-node move: exec placement (place_exec)")
@@ -112,11 +112,11 @@ LOC_STAT(CACHE_RT_PREF_NS, cache_rt_pref_ms, NS, "cache-aware: ms of that run in
 LOC_STAT(IDLE_RESYNC, idle_resync, CNT, "sparse idle: idle CPUs whose slot the timer set again")
 LOC_STAT(IDLE_CLAIM_LOST, idle_claim_lost, CNT, "sparse idle: slot claimed but built-in idle bit already clear")
 
-/* why wake_follow was refused (numa_wake_follow() in numa.bpf.c), beside the total above */
+/* why wake_follow was refused (numa_wake_follow() in numa_place.bpf.c), beside the total above */
 LOC_STAT(NUMA_FOLLOW_REFUSED_OVERLOAD, numa_follow_refused_overload, CNT, "wake_follow refused: the waker's node would be overloaded")
 LOC_STAT(NUMA_FOLLOW_REFUSED_PARTNERS, numa_follow_refused_partners, CNT, "wake_follow refused: waker or wakee has many partners")
 
-/* new-program placement (numa_place_new() in numa.bpf.c) */
+/* new-program placement (numa_place_new() in numa_place.bpf.c) */
 LOC_STAT(NUMA_CLAIM_LOST, numa_claim_lost, CNT, "new program: another was counted on the chosen node meanwhile, chosen again")
 
 /* the decision record for explain (decide.bpf.c) */
