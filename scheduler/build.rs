@@ -24,6 +24,7 @@
 mod stat_list;
 
 const UNITS: &[&str] = &[
+    "src/bpf/locality.bpf.c",
     "src/bpf/place.bpf.c",
     "src/bpf/push.bpf.c",
     "src/bpf/idle.bpf.c",

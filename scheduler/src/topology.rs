@@ -471,7 +471,7 @@ impl Topo {
     }
 }
 
-/// Flat arrays in the layout of the BPF rodata (see main.bpf.c).
+/// Flat arrays in the layout of the BPF rodata (see locality.bpf.c).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BpfTopo {
     pub nr_cpus: u32,

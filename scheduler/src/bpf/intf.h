@@ -5,7 +5,7 @@
  * Only plain enums and plain structs of fixed-size integers live here:
  * the header is compiled both by clang for the BPF object and by bindgen
  * for the Rust side, and neither needs the other's type vocabulary. Arrays sized by these constants are declared in
- * main.bpf.c (rodata filled by the agent before load) so that their
+ * locality.bpf.c (rodata filled by the agent before load) so that their
  * layout comes from one place, the skeleton.
  *
  * Nothing assumes a small machine: CPU ids are u16 (up to 65535) and the

@@ -2,10 +2,10 @@
 /*
  * locality.bpf.h - what every BPF unit of scx_locality shares.
  *
- * The BPF side is compiled as separate units (main, place, push, idle,
- * pull, numa, home, cache) and linked into one object by build.rs. Each
- * global is defined in the unit that owns it and declared here; each map is
- * described once by a *_MAP_DEF macro, defined by its owner and declared
+ * The BPF side is compiled as separate units and linked into one object
+ * by build.rs. The globals declared here are defined in locality.bpf.c,
+ * the bottom unit (it says in which order the units call each other);
+ * each map is described once by a *_MAP_DEF macro, defined by its owner and declared
  * extern here (libbpf's linker requires the two to match). Small helpers
  * used everywhere are static inline here; each mechanism's interface to
  * the others is declared in its own header (numa.bpf.h, ...).
@@ -28,7 +28,7 @@
 #define NODE_MASK	(MAX_NODES - 1)
 #define MIN(a, b)	((a) < (b) ? (a) : (b))
 
-/* ---- knobs and topology: rodata written by the agent before load (main.bpf.c) ---- */
+/* ---- knobs and topology: rodata written by the agent before load (locality.bpf.c) ---- */
 
 extern const volatile u32 nr_cpus;	/* nr_cpu_ids: every CPU id is below */
 extern const volatile u32 nr_llcs;
@@ -76,14 +76,12 @@ extern const volatile u16 llc_cpus[MAX_CPUS];
 extern const volatile u32 node_off[MAX_NODES + 1];
 extern const volatile u16 node_cpus[MAX_CPUS];
 
-/* ---- mutable state of main.bpf.c (see the comments there) ---- */
+/* ---- per-CPU state of locality.bpf.c (see the comments there) ---- */
 
-extern u64 vtime_now[MAX_CPUS];
 extern u8 cpu_is_online[MAX_CPUS];
 extern u32 nr_offline;
-extern u32 overloaded[MAX_CPUS];	/* pull.bpf.c */
 extern u32 rotor[MAX_CPUS];
-extern u32 dsq_maybe_queued[MAX_CPUS];	/* 0: both DSQs of the CPU are empty (main.bpf.c) */
+extern u32 dsq_maybe_queued[MAX_CPUS];	/* 0: both DSQs of the CPU are empty */
 
 /* what each CPU last did, written only by that CPU (ops.running, ops.dispatch) */
 struct cpu_diag {
@@ -260,8 +258,10 @@ static __always_inline bool cpu_idle_now(s32 cpu)
 	return is_idle;
 }
 
-/* every kick goes through here (main.bpf.c says why) */
+/* every kick goes through here (locality.bpf.c says why) */
 void kick_cpu(s32 cpu, u64 flags);
+/* ops.cpu_online / ops.cpu_offline: keep cpu_is_online, nr_offline, online_mask */
+void cpu_set_online(s32 cpu, bool online);
 
 /* Claim and kick one idle CPU of @mask allowed for @p (any if @p is NULL); uses the scratch mask. */
 static __always_inline bool kick_idle_in(struct task_struct *p,

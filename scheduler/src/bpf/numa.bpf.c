@@ -114,10 +114,6 @@
 #include "numa_load.bpf.h"
 #include "numa_rules.h"
 
-const volatile u32 numa_mode = NUMA_UPSTREAM;
-const volatile u64 numa_interval_ns = DFL_NUMA_INTERVAL_MS * 1000000ULL;
-const volatile u32 node_imb_nr[MAX_NODES];	/* upstream allowance per node */
-
 s32 node_budget[MAX_NODES];	/* cross-node steals allowed until the next pass */
 u32 node_src[MAX_NODES];	/* ... from this node */
 u32 node_unused[MAX_NODES];	/* passes in a row whose budget was not spent */

@@ -8,6 +8,8 @@
 
 #include "locality.bpf.h"
 
+extern u32 overloaded[MAX_CPUS];	/* queued behind a running task: a hint for stealers */
+
 bool pull_steal(s32 cpu, bool prev_runnable);
 s32 pull_claim_near(struct task_struct *p, s32 victim, bool wakeup);
 void pull_kick_stealer(struct task_struct *p, s32 victim);

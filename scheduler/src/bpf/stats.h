@@ -61,7 +61,7 @@ LOC_STAT(TIMER_STRETCHED, timer_stretched, CNT, "sampling periods stretched by t
 LOC_STAT(WAKE_PREEMPT, wake_preempt, CNT, "waking tasks that preempted the running one")
 /* a missed wake-up the timer repaired: should stay near 0 */
 LOC_STAT(RESCUE_KICK, rescue_kicks, CNT, "idle CPUs with a queued DSQ woken by the heartbeat timer")
-/* kick_cpu() in main.bpf.c; nonzero only around CPU hotplug */
+/* kick_cpu() in locality.bpf.c; nonzero only around CPU hotplug */
 LOC_STAT(KICK_DROPPED, kick_dropped, CNT, "kicks asked for on a CPU going offline, not sent")
 
 /* NUMA (numa*.bpf.c): cross-node moves by cause */
