@@ -80,8 +80,8 @@
  *     gate forbids a move to the node's least busy other LLC, it waits
  *     there for a CPU (unless --cache-busy-wake=leave: cache_keep_busy());
  *     pull.bpf.c's hand-over at enqueue follows the same rule.
- *   numa_balance.bpf.c: the balance pass's active move (active_balance) leaves a thread
- *     that cache_keep() keeps in its preferred LLC.
+ *   numa_balance.bpf.c: the balance pass's active move (active_balance)
+ *     leaves a thread that cache_keep() keeps in its preferred LLC.
  *   balancing pulls running tasks too (cache_aggr_mark): a CPU about to
  *     go idle, with nothing to steal, looks in its node (then in the other
  *     nodes from which the NUMA policy lets a task come, numa_may_gather(),

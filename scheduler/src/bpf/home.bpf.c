@@ -39,14 +39,14 @@
  *      STAT_XNODE_HOME);
  *   home_may_leave: the wake-up's push_across and wake_follow
  *      (numa_place.bpf.c) never take a task away from home (STAT_HOME_KEPT);
- *   home_steal_ok: cross-node steals (pull.bpf.c steal_remote) pass over a task at home
- *      unless its node's budget went unspent for NUMA_SETTLED_TRIES passes
+ *   home_steal_ok: cross-node steals (pull.bpf.c steal_remote) pass over
+ *      a task at home unless its node's budget went unspent for NUMA_SETTLED_TRIES passes
  *      (the same escalation as settled tasks, so an idle CPU is never kept
  *      idle forever by a wrong home) (STAT_HOME_KEPT);
  *   home_balance: at the end of the balance pass (every numa_interval_ns)
  *      a CPU running a task away from home is preempted and the task sent
- *      home through active_balance's mark (numa_active_take()) when its home has an idle CPU,
- *      or, when a CPU of the home node runs a task whose home is this
+ *      home through active_balance's mark (numa_active_take()) when its
+ *      home has an idle CPU, or, when a CPU of the home node runs a task whose home is this
  *      node, both are preempted: a swap (STAT_HOME_ACTIVE, STAT_HOME_SWAP).
  *      At most one per node pair per pass; a task still changes node at
  *      most once per interval. The pass reads each CPU's home as ops.running

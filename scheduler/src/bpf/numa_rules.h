@@ -356,8 +356,8 @@ static __always_inline bool numa_rule_new_cpu_quiet(u32 cpu_nr)
 }
 
 /*
- * place_new at exec (place_exec), least-loaded: a program that stayed on its node at its
- * first check is checked again at each slice end, for one balance interval
+ * place_new at exec (place_exec), least-loaded: a program that stayed on
+ * its node at its first check is checked again at each slice end, for one balance interval
  * @interval_ns. Is its placement over after this check, @since_first_ns
  * after its first? Yes once it moved (@moved), at once where the rule
  * decides only once (@recheck false: --exec-placement=allowance), and once
@@ -406,8 +406,8 @@ static __always_inline bool numa_rule_claim(u32 *placed, u32 seen)
 }
 
 /*
- * push_across and node_overloaded: may a waking task whose node @src has no idle CPU for it
- * go to node @dst? Only out of a node that is overloaded with the task
+ * push_across and node_overloaded: may a waking task whose node @src has
+ * no idle CPU for it go to node @dst? Only out of a node that is overloaded with the task
  * counted, into one that is not. A node with spare capacity keeps its
  * waking tasks. In its own node the task counts as one more runnable task
  * and adds its own utilisation @task_util to the averages (the kernel's

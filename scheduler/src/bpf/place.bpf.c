@@ -90,8 +90,8 @@ __hidden s32 place_wakeup(struct task_struct *p __arg_trusted, struct task_ctx *
 	}
 
 	/*
-	 * who wakes whom, for wake_follow, waker_cpu and wake_affine: only synchronous wake-ups, the
-	 * ones a task makes for a partner (a pipe, a socket); a wake-up from
+	 * who wakes whom, for wake_follow, waker_cpu and wake_affine: only
+	 * synchronous wake-ups, the ones a task makes for a partner (a pipe, a socket); a wake-up from
 	 * interrupt context (a timer, a softirq) is charged to whatever task
 	 * it interrupted and is not that task's partner
 	 */

@@ -273,8 +273,8 @@ __hidden s32 push_pick_cpu(struct task_struct *p __arg_trusted, s32 prev_cpu, bo
 	}
 
 	/*
-	 * cache_keep_busy, the cache-aware gate "out": prev's LLC is the process's preferred one
-	 * and the gate forbids leaving it: stay, a CPU of this LLC will pull
+	 * cache_keep_busy, the cache-aware gate "out": prev's LLC is the
+	 * process's preferred one and the gate forbids leaving it: stay, a CPU of this LLC will pull
 	 * the task (unless --cache-busy-wake=leave)
 	 */
 	if (cache_keep_busy(p, llc, -1)) {
