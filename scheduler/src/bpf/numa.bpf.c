@@ -172,26 +172,6 @@ __hidden bool numa_steal_settled_ok(struct task_ctx *tctx, u32 dst)
 }
 
 /*
- * Take one unit of node @n's cross-node budget. Several CPUs of @n may steal
- * at once, so the check and the spending are one atomic step: the budget
- * never goes below zero and the steals never exceed what the pass gave.
- */
-__hidden bool numa_budget_take(u32 n)
-{
-	s32 *b = &node_budget[n & NODE_MASK], old;
-	u32 i;
-
-	bpf_for(i, 0, 8) {
-		old = *b;
-		if (old <= 0)
-			return false;
-		if (__sync_val_compare_and_swap(b, old, old - 1) == old)
-			return true;
-	}
-	return false;
-}
-
-/*
  * active_balance's mark: preempt @cpu so that numa_active_take() sends the task
  * running there now to node @to. Also used by home.bpf.c's pass.
  */
