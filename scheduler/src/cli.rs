@@ -464,7 +464,7 @@ pub struct Opts {
     /// each get a home node among the fewest nodes it runs on most that hold
     /// them all, so each thread's private memory can stay local and the
     /// process's shared memory is spread over a stable set of nodes
-    /// (home.rs). Implied by --no-home-node.
+    /// (memory/home.rs). Implied by --no-home-node.
     #[arg(long, hide = true, help_heading = "Memory")]
     pub no_thread_home: bool,
 
@@ -653,7 +653,7 @@ impl Opts {
         !self.no_home_node && self.memory_mode() != MemoryMode::Off && self.numa_mode() != NumaBalance::Off
     }
 
-    /// Thread homes for processes spanning nodes (home.rs): with home
+    /// Thread homes for processes spanning nodes (memory/home.rs): with home
     /// nodes, unless --no-thread-home.
     pub fn thread_home(&self) -> bool {
         self.home_node() && !self.no_thread_home

@@ -13,7 +13,7 @@
  * NUMA faults, so here the agent decides the homes and this file keeps
  * the threads there.
  *
- * Homes. The agent (home.rs, assign_homes()) writes proc_home: tgid ->
+ * Homes. The agent (memory/home.rs, assign_homes()) writes proc_home: tgid ->
  * node, for processes with two or more busy threads whose node still fits
  * them beside the other homed processes, within a fair share of the busy
  * threads plus NUMA_IMBALANCE_MIN. So two 4-thread processes on 2 x 4 CPUs

@@ -5,7 +5,7 @@
 //! Idea: the scheduler's choices about one process are spread over BPF
 //! maps, the memory thread's last pass and /proc; explain asks the running
 //! scheduler, which answers with its view (home plan and the rule's reason
-//! per process, home.rs reasons(); the memory agent's home and active
+//! per process, memory/home.rs reasons(); the memory agent's home and active
 //! nodes, locality, chunk counts; the cache-aware policy's preferred LLC;
 //! its settings and topology) and reads /proc for the rest.
 //!

@@ -353,7 +353,7 @@ pub fn untracked(cfg: &AgentCfg, f: &Facts) -> Option<(String, String)> {
     None
 }
 
-/// The home node and why, from the rule's own reason (home.rs reasons()).
+/// The home node and why, from the rule's own reason (memory/home.rs reasons()).
 pub fn home_reason(cfg: &AgentCfg, why: Option<&HomeWhy>, untracked: Option<&(String, String)>) -> Reason {
     let r = |value: i32, reason: &str, text: String| Reason { value, reason: reason.into(), text, thread_homes: vec![] };
     if !cfg.home_nodes {
