@@ -63,7 +63,7 @@
  *    does not follow its waker (wake_follow) into a node it would overload.
  *    The averaged load cannot show this state: hackbench over sockets keeps
  *    about one task per CPU on average while every wake-up finds its node's
- *    CPUs busy (docs/decisions.md, "Overloaded nodes and the BPF clock").
+ *    CPUs busy (docs/mechanisms.md, "Bounded NUMA imbalance").
  * task_may_cross: Per task: in policy modes a task that changed node (by
  *    any of the above) may not change node again by balance_pass,
  *    idle_pull_across, push_across or wake_follow for numa_interval_ns
@@ -102,7 +102,7 @@
  * Clock: scx_bpf_now() (the run queue's clock, else sched_clock), not
  * bpf_ktime_get_ns(): this file runs in every wake-up, and a clocksource
  * read can be dear (an emulated HPET cost whole percents of hackbench;
- * docs/decisions.md, "Overloaded nodes and the BPF clock").
+ * docs/decisions.md, "The BPF clock").
  *
  * Knobs: numa_mode (--numa-balance), numa_interval_ns (--numa-interval-ms),
  * node_imb_nr (the allowance per node, numa.rs), idle_pull_across,

@@ -387,8 +387,8 @@ __hidden s32 numa_place_exec(struct task_struct *p __arg_trusted, struct task_ct
  * wake_follow's partner test (numa_rule_few_partners()) for the wakee @t and
  * the waker @w (either may be NULL), which runs on @waker_cpu; both
  * counts are kept by push_record_wakee() in push.bpf.c. Without it a
- * task feeding many wakees piled them all on its node (docs/decisions.md,
- * "Overloaded nodes and the BPF clock").
+ * task feeding many wakees piled them all on its node (docs/mechanisms.md,
+ * "Bounded NUMA imbalance").
  */
 static __always_inline bool numa_few_partners(struct task_ctx *t, struct task_ctx *w,
 					      s32 waker_cpu)
