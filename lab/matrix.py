@@ -50,7 +50,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import bench, benchfile, machines, paths, report, run, stats, store
+from . import bench, benchfile, machines, paths, peers, report, run, stats, store
 
 MATRIX_FILE = paths.REPO / "lab" / "matrix.toml"
 ALPHA = 0.05  # the page's significance level (the bench reports keep mmtests' 0.10)
@@ -711,10 +711,23 @@ class Todo:
     est_from: str  # "previous run" or "estimate"
 
 
+def unrun(cell: dict) -> list[str]:
+    """The schedulers of a cell that did not run in it (not built, or failed to build, when it ran)."""
+    return [s["label"] for s in (cell.get("results") or {}).get("scheds", []) if s.get("prepare_error")]
+
+
+def runnable_now(labels: list[str]) -> set[str]:
+    """The labels whose scheduler can run now without a build: EEVDF, ours, and the peers already built (a
+    scheduler this repository builds counts as runnable: the bench builds it first)."""
+    reg = peers.registry_peers()
+    return {lb for lb in labels if lb.split(":", 1)[0] not in reg or peers.status(lb.split(":", 1)[0])[0] == "built"}
+
+
 def budget_order(plan: Plan, cells: dict[str, dict], current: dict,
-                 now: dt.datetime | None = None) -> list[Todo]:
+                 now: dt.datetime | None = None, runnable: set[str] | None = None) -> list[Todo]:
     """The cells the plan lacks, in the order a budget runs them: missing ones (in the plan's order), then
-    those with fewer runs than the plan asks, then the stale ones, the oldest first. Fresh cells are left out."""
+    those with fewer runs than the plan asks or without a scheduler that can run now (runnable: the labels
+    that can; None: not asked), then the stale ones, the oldest first. Fresh cells are left out."""
     factor = calibration(list(cells.values()))
     ranked = []
     for i, u in enumerate(plan.units):
@@ -732,6 +745,10 @@ def budget_order(plan: Plan, cells: dict[str, dict], current: dict,
         a = store.age(c, now)
         if c.get("runs", 0) < runs:
             ranked.append(((1, -a, i), Todo(u, "short", f"{c.get('runs', 0)} of {runs} runs", est, src)))
+            continue
+        now_ok = [lb for lb in unrun(c) if runnable is not None and lb in runnable]
+        if now_ok:
+            ranked.append(((1, -a, i), Todo(u, "short", f"{', '.join(now_ok)} did not run in it", est, src)))
             continue
         why = store.staleness(c, current)
         if why:
@@ -770,7 +787,7 @@ def run_budget(plan: Plan, out: Path, results_store: Path, budget_s: float, buil
     try:
         current = store.current_stamp()
         cells = {store.key_of(c): c for c in store.read_cells(results_store)}
-        todo = budget_order(plan, cells, current)
+        todo = budget_order(plan, cells, current, runnable=runnable_now(plan.all_scheds()))
         fits = within_budget(todo, budget_s)
         log(f"matrix: budget {bench.fmt_dur(budget_s)}; {len(todo)} of {len(plan.units)} cell(s) missing, short "
             f"or stale; {len(fits)} fit by their estimates ({bench.fmt_dur(sum(t.est_s for t in fits))}); "
@@ -782,9 +799,9 @@ def run_budget(plan: Plan, out: Path, results_store: Path, budget_s: float, buil
         failed = bench.prepare_schedulers(specs, build, log)
         for label, reason in failed.items():
             log(f"matrix: {label} cannot run, its columns will say so: {reason}")
-        if build:  # the build may have changed what is stale
-            current = store.current_stamp()
-            todo = budget_order(plan, cells, current)
+        # the build may have changed what is stale, and which schedulers can run
+        current = store.current_stamp()
+        todo = budget_order(plan, cells, current, runnable={lb for lb in plan.all_scheds() if lb not in failed})
         by_label = {s.label: s for s in specs}
         done = set()
         while True:
@@ -830,7 +847,7 @@ def run_budget(plan: Plan, out: Path, results_store: Path, budget_s: float, buil
 def print_budget(plan: Plan, results_store: Path, budget_s: float | None, stdout=sys.stdout) -> None:
     """--list with the store: what a budget would run, in order, and what it leaves."""
     cells = {store.key_of(c): c for c in store.read_cells(results_store)}
-    todo = budget_order(plan, cells, store.current_stamp())
+    todo = budget_order(plan, cells, store.current_stamp(), runnable=runnable_now(plan.all_scheds()))
     fits = within_budget(todo, budget_s) if budget_s is not None else todo
     print(f"store {results_store}: {len(plan.units) - len(todo)} of {len(plan.units)} cell(s) fresh", file=stdout)
     for t in todo:

@@ -231,6 +231,23 @@ def test_budget_order_missing_then_short_then_stalest(tmp_path):
     assert [t.unit for t in matrix.within_budget(todo, budget)] == [a, e]
 
 
+def test_a_cell_without_a_scheduler_that_can_run_now_is_short(tmp_path):
+    plan = write_plan(tmp_path)
+    a = plan.units[0]
+    cell = fake_cell(plan, a, "2026-12-01 10:00:00")
+    cell["results"] = {"scheds": [{"label": "eevdf", "prepare_error": None},
+                                  {"label": "scx_locality", "prepare_error": None},
+                                  {"label": "scx_p2dq", "prepare_error": "scx_p2dq is not built"}]}
+    cells = {plan.key(a): cell}
+    now = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc)
+    # still not built (or not asked): the cell is fresh, not run again each slice
+    for runnable in (None, {"eevdf", "scx_locality"}):
+        assert a not in [t.unit for t in matrix.budget_order(plan, cells, STAMP, now, runnable=runnable)]
+    todo = {t.unit: t for t in matrix.budget_order(plan, cells, STAMP, now,
+                                                     runnable={"eevdf", "scx_locality", "scx_p2dq"})}
+    assert todo[a].status == "short" and "scx_p2dq did not run" in todo[a].why
+
+
 def test_budget_parse_and_shard_parse():
     assert matrix.parse_budget("90m") == 5400 and matrix.parse_budget("1h30m") == 5400
     assert matrix.parse_budget("2h") == 7200 and matrix.parse_budget("45") == 2700
