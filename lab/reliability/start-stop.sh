@@ -31,6 +31,7 @@ wait_state enabled 600 || { echo "kill -9: never enabled"; kill $load; exit 1; }
 sleep 1
 kill -KILL $pid
 wait_state disabled 300 || { echo "kill -9: state stuck at $(state)"; kill $load; exit 1; }
-echo "kill -9: sched_ext back to disabled; load still running: $(kill -0 $load && echo yes)"
+kill -0 $load 2>/dev/null || { echo "kill -9: the load died with the scheduler"; exit 1; }
+echo "kill -9: sched_ext back to disabled; load still running"
 kill -INT $load; wait $load
 exit 0
