@@ -37,10 +37,11 @@
  *    their parent (its LLC, then node) through the normal push. Exec:
  *    sched_ext never calls ops.select_cpu for exec (the kernel returns
  *    prev_cpu for WF_EXEC before asking the BPF scheduler, and the headers
- *    have no SCX_WAKE_EXEC), so a tp_btf/sched_process_exec program marks
- *    the task and the placement is done at its next ops.select_cpu or
- *    ops.enqueue; a program that stayed is checked again at its slice ends
- *    for one balance interval (numa_place_exec()).
+ *    have no SCX_WAKE_EXEC), so a tp_btf/sched_process_exec program takes
+ *    the first test at the exec and marks a program that fails it; the
+ *    placement is done at its next ops.select_cpu or ops.enqueue, and a
+ *    program that stayed is checked again at its slice ends for one
+ *    balance interval (numa_place_exec()).
  * push_across: Push across nodes (push.bpf.c's idle search, reached only
  *    when prev's node has no idle allowed CPU): a new task by default
  *    (push_cross_fork), a waking one only with --push-cross-node=always
@@ -464,21 +465,34 @@ __hidden void numa_followed(struct task_ctx *tctx)
 /* ---- exec: the mark place_exec acts on ---- */
 
 /*
- * Mark an exec so the next ops.select_cpu / ops.enqueue places the task
- * (the kernel does not ask sched_ext schedulers at exec, see above).
+ * At an exec, least-loaded's first test is taken on the spot, as 2.5's
+ * sched_balance_exec() took it: a program exec'd on a CPU that runs at most
+ * one other task stays there, settled. Any other program is marked, and its
+ * next ops.select_cpu / ops.enqueue places it (the kernel does not ask
+ * sched_ext schedulers at exec, see above). Taken later, at a slice end,
+ * the test read whatever had queued on the CPU meanwhile.
  */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(locality_exec, struct task_struct *p, pid_t old_pid,
 	     struct linux_binprm *bprm)
 {
 	struct task_ctx *tctx;
+	s32 cpu;
 
 	if (numa_mode == NUMA_OFF || nr_nodes < 2)
 		return 0;
 	tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	if (tctx) {
-		tctx->exec_pending = 1;
-		tctx->exec_at = 0;
+	if (!tctx)
+		return 0;
+	tctx->exec_at = 0;
+	cpu = bpf_get_smp_processor_id();
+	if (place_quiet_stays && cpu_valid(cpu) &&
+	    numa_rule_new_cpu_quiet(numa_cpu_nr_now(cpu, cpu))) {
+		tctx->exec_pending = 0;
+		stat_inc(STAT_NUMA_NEW_LOCAL);
+		numa_count_placed(cpu_node[cpu & CPU_MASK]);
+		return 0;
 	}
+	tctx->exec_pending = 1;
 	return 0;
 }
