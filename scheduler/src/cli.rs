@@ -289,9 +289,10 @@ pub struct Opts {
     pub place_at_fork: bool,
 
     /// Where a new program starts (at exec, and at fork with
-    /// --place-at-fork). least-loaded (default): where it is while its CPU
-    /// runs at most one other task, else on the least loaded node when that
-    /// runs fewer tasks than the parent's (Bligh and Hohnbaum 2003);
+    /// --place-at-fork). least-loaded (default): where it is when its CPU
+    /// runs at most one other task at the exec, else on the least loaded
+    /// node when that runs fewer tasks than the parent's (Bligh and Hohnbaum
+    /// 2003);
     /// least-loaded-always: on the least loaded node whenever it runs fewer
     /// tasks, however quiet the program's CPU; allowance: near its parent
     /// while the parent's node is within the NUMA policy's allowance (today's

@@ -64,9 +64,9 @@ pub enum ExecPlacement {
     /// Near its parent while the parent's node is within the NUMA policy's
     /// allowance (today's kernel, find_idlest_group()).
     Allowance,
-    /// Where it is while its CPU runs at most one other task; else on the
-    /// least loaded node when that runs fewer tasks than the parent's
-    /// (Bligh and Hohnbaum 2003, exec balancing).
+    /// Where it is when its CPU runs at most one other task at the exec;
+    /// else on the least loaded node when that runs fewer tasks than the
+    /// parent's (Bligh and Hohnbaum 2003, exec balancing).
     LeastLoaded,
     /// On the least loaded node whenever it runs fewer tasks than the
     /// parent's, however quiet the program's own CPU.
