@@ -799,8 +799,9 @@ def run_budget(plan: Plan, out: Path, results_store: Path, budget_s: float, buil
         failed = bench.prepare_schedulers(specs, build, log)
         for label, reason in failed.items():
             log(f"matrix: {label} cannot run, its columns will say so: {reason}")
-        # the build may have changed what is stale, and which schedulers can run
-        current = store.current_stamp()
+        if build:  # the build may have changed what is stale
+            current = store.current_stamp()
+        # and preparing them says which schedulers can run
         todo = budget_order(plan, cells, current, runnable={lb for lb in plan.all_scheds() if lb not in failed})
         by_label = {s.label: s for s in specs}
         done = set()
