@@ -22,7 +22,7 @@ unit-test: build
 	$(PY) -m pytest -q lab/tests --no-lab
 
 lab-test: build
-	$(PY) -m pytest -q -m lab lab/tests
+	$(PY) -m pytest -q --durations=12 -m lab lab/tests
 
 test: unit-test lab-test
 

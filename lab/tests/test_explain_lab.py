@@ -31,6 +31,7 @@ import re
 import pytest
 
 from lab import machines, run
+from labsteps import final_stats
 
 pytestmark = pytest.mark.lab
 
@@ -109,13 +110,6 @@ def report(text):
     lines = [ln for ln in text.splitlines() if ln.startswith("{")]
     assert len(lines) == 1, text[-3000:]
     return json.loads(lines[0])
-
-
-def final_stats(sched_log):
-    for line in open(sched_log):
-        if line.startswith("scx_locality-final-stats: "):
-            return json.loads(line.split(": ", 1)[1])
-    raise AssertionError(f"no final stats line in {sched_log}")
 
 
 def cpu_nodes(text):

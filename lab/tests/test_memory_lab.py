@@ -9,17 +9,15 @@
   one-second peak is within it, and the budget was the limit (it moved close to 4 MB/s).
 """
 import io
-import json
 import math
 import re
-import subprocess
 
 import pytest
 
-from lab import machines, paths, run, thresholds
+from lab import machines, run, thresholds
+from labsteps import bench_steps, final_stats
 
 pytestmark = pytest.mark.lab
-LAB = str(paths.REPO / "bin" / "lab")
 
 MB = 128
 SECONDS = 35
@@ -28,13 +26,6 @@ SECONDS = 35
 # the host loaded by other guests (load average 10 on 2 cores) it took 24.6 s.
 REACH_BOUND_S = 30.0
 BUDGET_MBPS = 4
-
-
-def final_stats(sched_log):
-    for line in open(sched_log):
-        if line.startswith("scx_locality-final-stats: "):
-            return json.loads(line.split(": ", 1)[1])
-    raise AssertionError(f"no final stats line in {sched_log}")
 
 
 def figure(text, name):
@@ -120,15 +111,6 @@ def test_two_instances_settle_numa2():
     st = final_stats(res.steps[0].sched_log)
     assert st["memory_affinity_binds"] >= 2
     assert sorted(p["bound_node"] for p in st["memory_procs"] if p["comm"] == "jbb") == [0, 1]
-
-
-def bench_steps(tmp_path, machine, scheds, bench):
-    """One boot of `bin/lab bench` (one run): its steps by scheduler spec."""
-    out = tmp_path / "bench"
-    r = subprocess.run([LAB, "bench", "--no-build", "--machine", machine, "--runs", "1", "--sched", scheds,
-                        "--bench", bench, "--out", str(out)], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return {st["sched"]: st for run_ in json.loads((out / "results.json").read_text())["runs"] for st in run_["steps"]}
 
 
 # Home nodes against --no-home-node: two 4-thread jbb processes on numa2 start confined to node 0, so both heaps

@@ -17,7 +17,8 @@ import re
 import pytest
 
 from lab import run
-from test_memory_lab import figure, final_stats, run_steps
+from labsteps import final_stats
+from test_memory_lab import figure, run_steps
 
 pytestmark = pytest.mark.lab
 

@@ -9,16 +9,10 @@ from pathlib import Path
 import pytest
 
 from lab import machines, paths, run, thresholds
+from labsteps import final_stats
 
 pytestmark = pytest.mark.lab
 LAB = str(paths.REPO / "bin" / "lab")
-
-
-def final_stats(sched_log):
-    for line in open(sched_log):
-        if line.startswith("scx_locality-final-stats: "):
-            return json.loads(line.split(": ", 1)[1])
-    raise AssertionError(f"no final stats line in {sched_log}")
 
 
 def run_steps(machine, scheds, cmd, timeout_s, step_timeout_s=60):
