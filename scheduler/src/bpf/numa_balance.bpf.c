@@ -24,7 +24,8 @@
  *    node, the other node idle) never gives one up. When a node's budget
  *    has gone unspent for NUMA_ACTIVE_TRIES passes in a row and it still
  *    has an idle CPU, the pass marks the busiest CPU of the source node
- *    (active_to[cpu] = the node) and preempts it; ops.enqueue then sends
+ *    whose running task may use the destination (active_to[cpu] = the
+ *    node) and preempts it; ops.enqueue then sends
  *    the task it puts back to an idle CPU of the marked node
  *    (numa_active_take(); STAT_XNODE_ACTIVE). One CPU per node per pass.
  *    Not a thread kept in its process's preferred LLC (cache_keep(): the
@@ -104,7 +105,30 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 	return dst;
 }
 
-/* active_balance: preempt the busiest non-idle CPU of node @src for node @d */
+/*
+ * Whether the task running on @cpu may run on node @d: preempting one
+ * confined to its node (taskset, a cpuset) moves nothing, and the next
+ * pass would preempt it again.
+ */
+static bool numa_curr_may_go(s32 cpu, u32 d)
+{
+	const struct cpumask *nmask = node_cpumask(d);
+	struct task_struct *curr;
+	bool ok;
+
+	if (!nmask)
+		return false;
+	bpf_rcu_read_lock();
+	curr = __COMPAT_scx_bpf_cpu_curr(cpu);
+	ok = curr && bpf_cpumask_intersects(nmask, curr->cpus_ptr);
+	bpf_rcu_read_unlock();
+	return ok;
+}
+
+/*
+ * active_balance: preempt the busiest non-idle CPU of node @src whose
+ * task may run on node @d
+ */
 static void numa_active_kick(u32 src, u32 d)
 {
 	const struct cpumask *idle;
@@ -119,7 +143,9 @@ static void numa_active_kick(u32 src, u32 d)
 
 		if (bpf_cpumask_test_cpu(c, idle) || !cpu_online(c))
 			continue;
-		if (best < 0 || cpu_load[c] > best_load) {
+		if (best >= 0 && cpu_load[c] <= best_load)
+			continue;
+		if (numa_curr_may_go(c, d)) {
 			best_load = cpu_load[c];
 			best = c;
 		}
