@@ -22,11 +22,12 @@ unit-test: build
 	$(PY) -m pytest -q lab/tests --no-lab
 
 lab-test: build
-	$(PY) -m pytest -q --durations=12 -m lab lab/tests
+	$(PY) -m pytest -q --durations=12 -m "lab and not lab_all" lab/tests
 
 test: unit-test lab-test
 
-# Every switch of scx_locality loaded (numaq4) and every modeled machine booted once (big64 included): slower
+# Every switch of scx_locality loaded (numaq4), every modeled machine booted once (big64 included) and the soak's
+# fast mix (bin/lab soak --fast): slower
 # than make test; run it after changing the BPF side, a switch or a machine file.
 test-lab-all: build
 	$(PY) -m pytest -q -m "lab or lab_all" lab/tests

@@ -6,7 +6,7 @@ lab/reliability/ run as one step of a boot with the scheduler loaded (start-stop
 passes when its workload exits 0, the scheduler is still enabled when the lab stops it and detaches cleanly,
 and the kernel log has no ejection, stall, Oops, BUG or hung-task line.
 
-`bin/lab soak --fast` is the subset `make test` runs; `bin/lab soak --minutes 30` repeats the full mix, one boot
+`bin/lab soak --fast` is the subset `make test-lab-all` runs; `bin/lab soak --minutes 30` repeats the full mix, one boot
 per round, within 30 minutes of wall time: a round starts only if it is expected to end in time (the first
 round's estimate comes from the cases' est_s, later ones from the last round's duration), a first round that
 cannot fit is refused before anything boots, and the guest is killed at the deadline at the latest (that

@@ -29,6 +29,7 @@ def run_steps(machine, scheds, cmd, timeout_s, step_timeout_s=60):
     return res, parts
 
 
+@pytest.mark.lab_all  # 25 min of make test's 69 on a 2-core host: make test-lab-all runs it
 def test_soak_fast_numa2():
     """Every reliability case (stress, hotplug, cgroups, FIFO hog, pinning, nice, start/stop, kill -9)."""
     # pytest's limit is above the lab's own (boot + the cases' budgets + scheduler starts, about 41 min), so
