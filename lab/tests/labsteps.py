@@ -2,18 +2,18 @@
 """What the lab tests share: one boot of `bin/lab bench` by scheduler, and scx_locality's final stats."""
 import json
 import subprocess
+from pathlib import Path
 
-from lab import paths
+from lab import paths, samples
 
 LAB = str(paths.REPO / "bin" / "lab")
 
 
 def final_stats(sched_log):
-    """The scx_locality-final-stats line of a scheduler's log, as a dict."""
-    for line in open(sched_log):
-        if line.startswith("scx_locality-final-stats: "):
-            return json.loads(line.split(": ", 1)[1])
-    raise AssertionError(f"no final stats line in {sched_log}")
+    """The scx_locality-final-stats line of a scheduler's log, as a dict (samples.parse_final_stats)."""
+    st = samples.parse_final_stats(Path(sched_log).read_text(errors="replace"))
+    assert st is not None, f"no final stats line in {sched_log}"
+    return st
 
 
 def bench_steps(tmp_path, machine, scheds, bench):

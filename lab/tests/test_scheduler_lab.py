@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from lab import machines, paths, run, thresholds
-from labsteps import final_stats
+from lab import machines, run, thresholds
+from labsteps import LAB, bench_steps, final_stats
 
 pytestmark = pytest.mark.lab
-LAB = str(paths.REPO / "bin" / "lab")
 
 
 def run_steps(machine, scheds, cmd, timeout_s, step_timeout_s=60):
@@ -118,14 +117,9 @@ def test_numa_policy_keeps_a_pair_on_one_node_numa2(tmp_path):
     (80% pooled), so a policy that silently did nothing fails this test in most boots. The comparison against
     the off switch itself is a benchmark (docs/decisions.md#what-a-lab-test-asserts), not a bar here: off reaches 100% in some boots.
     The pair runs 4M loops (the bench's 1.5M took under 3 s on a quiet host: too few samples for the bar)."""
-    out = tmp_path / "bench"
-    r = subprocess.run([LAB, "bench", "--no-build", "--machine", "numa2", "--runs", "1", "--sched", "scx_locality",
-                        "--bench", "numa-pair:pair=hackbench-pair/hackbench-pair-after-stress:loops=4000000",
-                        "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    res = json.loads((out / "results.json").read_text())
-    cases = [c for run_ in res["runs"] for st in run_["steps"] for c in st["cases"]]
+    steps = bench_steps(tmp_path, "numa2", "scx_locality",
+                        "numa-pair:pair=hackbench-pair/hackbench-pair-after-stress:loops=4000000")
+    cases = steps["scx_locality"]["cases"]
     assert len(cases) == 2, cases
     for c in cases:
         co = c["colocation"]
