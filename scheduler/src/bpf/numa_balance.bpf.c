@@ -106,18 +106,15 @@ __hidden s32 numa_active_take(struct task_struct *p __arg_trusted, s32 cpu, bool
 }
 
 /*
- * Whether the task running on @cpu may run on node @d: preempting one
- * confined to its node (taskset, a cpuset) moves nothing, and the next
- * pass would preempt it again.
+ * Whether the task running on @cpu may run on a CPU of @nmask, the
+ * destination node's: preempting one confined to its node (taskset, a
+ * cpuset) moves nothing, and the next pass would preempt it again.
  */
-static bool numa_curr_may_go(s32 cpu, u32 d)
+static bool numa_curr_may_go(s32 cpu, const struct cpumask *nmask)
 {
-	const struct cpumask *nmask = node_cpumask(d);
 	struct task_struct *curr;
 	bool ok;
 
-	if (!nmask)
-		return false;
 	bpf_rcu_read_lock();
 	curr = __COMPAT_scx_bpf_cpu_curr(cpu);
 	ok = curr && bpf_cpumask_intersects(nmask, curr->cpus_ptr);
@@ -131,11 +128,11 @@ static bool numa_curr_may_go(s32 cpu, u32 d)
  */
 static void numa_active_kick(u32 src, u32 d)
 {
-	const struct cpumask *idle;
+	const struct cpumask *idle, *nmask;
 	u32 i, best_load = 0;
 	s32 best = -1;
 
-	if (src >= MAX_NODES)
+	if (src >= MAX_NODES || !(nmask = node_cpumask(d)))
 		return;
 	idle = scx_bpf_get_idle_cpumask();
 	bpf_for(i, node_off[src], node_off[src + 1]) {
@@ -145,7 +142,7 @@ static void numa_active_kick(u32 src, u32 d)
 			continue;
 		if (best >= 0 && cpu_load[c] <= best_load)
 			continue;
-		if (numa_curr_may_go(c, d)) {
+		if (numa_curr_may_go(c, nmask)) {
 			best_load = cpu_load[c];
 			best = c;
 		}
