@@ -771,14 +771,40 @@ class _CtlWatcher:
 _LIVE: set[subprocess.Popen] = set()
 
 
-def _kill_guest(proc: subprocess.Popen) -> None:
-    """SIGKILL QEMU's whole process group (it runs in its own session) and reap it."""
+# How long _kill_guest waits for the rest of QEMU's process group to die after SIGKILL (a killed process dies
+# as soon as it runs, unless it is asleep in the kernel).
+KILL_WAIT_S = 10.0
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live processes (not zombies) of process group pgid, whatever their parent now is."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(d.name))
+    return out
+
+
+def _kill_guest(proc: subprocess.Popen, log=None) -> None:
+    """SIGKILL QEMU's whole process group (it runs in its own session), reap QEMU and wait for the rest of the
+    group to be gone: SIGKILL only marks a process, and QEMU's helpers are not ours to reap."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.wait()
     _LIVE.discard(proc)
+    end = time.monotonic() + KILL_WAIT_S
+    while (left := group_pids(proc.pid)) and time.monotonic() < end:
+        time.sleep(0.05)
+    if left:
+        (log or (lambda msg: print(msg, file=sys.stderr, flush=True)))(
+            f"lab: warning: pid {', '.join(map(str, left))} of QEMU's process group outlived SIGKILL by "
+            f"{KILL_WAIT_S:.0f} s (asleep in the kernel)")
 
 
 def kill_all_guests() -> list[int]:
@@ -886,7 +912,7 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
                        topology_expected=expected_topology_text(m).splitlines())
     if any(s.sched.name in EXTRA_FLAGS_TO for s in steps):
         result.sched_extra_flags = extra_sched_flags()
-    proc = None
+    proc = pump = None
     try:
         job_cpio = image.job_archive(job_files, run_dir / "job.cpio")
         with open(initrd, "wb") as out:
@@ -901,20 +927,25 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
             log(f"lab: {extra_flags_note(result.sched_extra_flags)}")
         host0, own0 = host_cpu_seconds(), own_cpu_seconds()
         t0 = time.monotonic()
-        with signals_held():  # no signal between QEMU's start and its registration
+        # No signal between QEMU's start and its registration, nor before its console is being copied: a
+        # signal held here is raised when the block ends, and console.log must exist by then.
+        with signals_held():
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
             _LIVE.add(proc)
-        _supervise(proc, m, steps, timeout_s, run_dir, result, stream, log, on_step_end, deadline, t0)
+            pump = pump_console(proc, console, stream, log)
+        _supervise(proc, pump, m, steps, timeout_s, run_dir, result, log, on_step_end, deadline, t0)
     finally:
         # An exception or a signal (KeyboardInterrupt, Interrupted) leaves no QEMU and no initrd copy behind;
         # signals are held meanwhile so that a second Ctrl-C cannot cut this short.
         with signals_held():
             if proc is not None and proc.poll() is None:
-                _kill_guest(proc)
+                _kill_guest(proc, log)
                 log(f"lab: stopped the guest (QEMU pid {proc.pid}); its logs so far are in {run_dir}")
             _LIVE.discard(proc)
             initrd.unlink(missing_ok=True)
+            if pump is not None:
+                pump.join(timeout=5)  # the console up to QEMU's end, also on the way out of an interrupt
     if proc is not None and proc.poll() is not None and result.wall_s:
         host1 = host_cpu_seconds()
         if host0 is not None and host1 is not None:
@@ -935,12 +966,14 @@ def _run_job_once(m: machines.Machine, steps: list[Step], timeout_s: int, run_di
 
 def pump_console(proc: subprocess.Popen, console: Path, stream, log) -> threading.Thread:
     """Copy proc's output (the guest's console, or the host job's output) to console (capped at
-    CONSOLE_MAX_BYTES) and to stream without control characters, in a thread; returns the started thread."""
+    CONSOLE_MAX_BYTES) and to stream without control characters, in a thread; returns the started thread.
+    console is created here, before the thread starts, so that it exists whatever this process does next."""
     stream_ok = [True]
+    out = open(console, "wb")
 
     def pump():
         written = 0
-        with open(console, "wb") as fh:
+        with out as fh:
             for line in iter(proc.stdout.readline, b""):
                 if written > CONSOLE_MAX_BYTES:
                     continue  # keep draining, so that the writer (QEMU, the host's job) never blocks on a full pipe
@@ -967,12 +1000,11 @@ def sched_overhead_s(steps: list[Step]) -> int:
     return sum(s.sched.start_timeout_s + 40 for s in steps if not s.sched.is_eevdf)
 
 
-def _supervise(proc, m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path, result: RunResult,
-               stream, log, on_step_end, deadline: float | None, t0: float) -> None:
-    """Stream the console, watch the records, and kill the guest past its time limits or its output caps."""
-    console = run_dir / "console.log"
+def _supervise(proc, th: threading.Thread, m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path,
+               result: RunResult, log, on_step_end, deadline: float | None, t0: float) -> None:
+    """Watch the records while th copies the console, and kill the guest past its time limits or its output
+    caps."""
     ctl = run_dir / "ctl.log"
-    th = pump_console(proc, console, stream, log)
     # Steps bounded in the guest get the kill's grace (timeout -k 10) and the sending of their logs on top.
     limit = m.boot_timeout_s + timeout_s + sched_overhead_s(steps) + sum(30 for s in steps if s.timeout_s)
     watch = _CtlWatcher(ctl, on_step_end)
@@ -999,7 +1031,7 @@ def _supervise(proc, m: machines.Machine, steps: list[Step], timeout_s: int, run
             result.timed_out = True
         else:
             continue
-        _kill_guest(proc)
+        _kill_guest(proc, log)
         log(f"lab: error: {why} and was killed; logs in {run_dir}")
         break
     _LIVE.discard(proc)

@@ -43,7 +43,12 @@ run.qemu_has_seccomp = lambda *a: True
 if os.environ.get("FAKE_FILE_MAX"):
     run.GUEST_FILE_MAX_BYTES = int(os.environ["FAKE_FILE_MAX"])
 if os.environ.get("FAKE_FAIL"):
+    # fails once the fake QEMU has written its pids (started its child): a failure before would kill it before
+    # it says which processes the test is to find dead
+    pids, real_poll = Path(os.environ["FAKE_PIDS"]), run._CtlWatcher.poll
     def poll(self):
+        if not pids.exists():
+            return real_poll(self)
         raise RuntimeError("injected failure")
     run._CtlWatcher.poll = poll
 sys.exit(cli.main(sys.argv[2:]))
