@@ -109,13 +109,11 @@ class Benchmark:
         keys = list(self.sweep)
         out = []
         for combo in itertools.product(*(self.sweep[k] for k in keys)) if keys else [()]:
-            values = dict(self.params)
-            subst = {k: str(v) for k, v in self.params.items()}
+            values = dict(self.params) | dict(zip(keys, combo))
+            subst = {k: str(v) for k, v in values.items()}
             for k, v in zip(keys, combo):
-                values[k] = v
-                subst[k] = str(self.choices.get(k, {}).get(str(v), v))
-                if str(v) in self.choices.get(k, {}):  # a choice may name parameters: {loops}
-                    subst[k] = PLACEHOLDER_RE.sub(lambda m: str(self.params[m.group(1)]), subst[k])
+                if str(v) in self.choices.get(k, {}):  # a choice may name parameters and other axes: {loops}
+                    subst[k] = PLACEHOLDER_RE.sub(lambda m: str(values[m.group(1)]), self.choices[k][str(v)])
             label = "-".join(str(v) for v in combo) or self.name
             cid = self.name + ("-" + label if combo else "")
             command = PLACEHOLDER_RE.sub(lambda m: subst[m.group(1)], self.command)
@@ -337,8 +335,9 @@ def load_benchmark(spec: str, path: Path | None = None) -> Benchmark:
     for k, table in choices.items():
         for v, text in table.items():
             for ph in PLACEHOLDER_RE.findall(text):
-                if ph not in params:
-                    raise BenchError(f"{path}: field 'choices.{k}.{v}': {{{ph}}} is not a parameter")
+                if ph not in known or ph == k:
+                    raise BenchError(f"{path}: field 'choices.{k}.{v}': {{{ph}}} is neither a parameter nor "
+                                     "another sweep axis")
     colo = data.get("colocation_tasks")
     if colo is not None and (not isinstance(colo, int) or isinstance(colo, bool) or colo < 2):
         raise BenchError(f"{path}: field 'colocation_tasks' must be an integer >= 2")

@@ -620,17 +620,23 @@ def test_colocation_counts_a_tick_with_three_on_one_node():
 def test_numa_pair_benchmark_cases_and_figures():
     b = benchfile.load_benchmark("numa-pair")
     cases = {c.label: c for c in b.cases()}
-    assert set(cases) == {"hackbench-pair", "hackbench-pair-after-stress", "netperf-stream"}
+    assert set(cases) == {"hackbench-pair", "hackbench-pair-after-stress", "netperf-stream",
+                          "hackbench-pair-beside-spinner"}
     assert cases["hackbench-pair"].command.startswith("hackbench -p -T -g 1 -f 1 -l ")
     after = cases["hackbench-pair-after-stress"].command
     assert after.startswith("stress-ng --affinity") and "-t 10 " in after and "hackbench -p -T -g 1 -f 1" in after
     assert "{" not in cases["hackbench-pair"].command  # the choice's {loops} was filled in
     assert "-t TCP_STREAM" in cases["netperf-stream"].command and "127.0.0.2" in cases["netperf-stream"].command
     assert all(c.ticks for c in cases.values()) and b.colocation_tasks == 2
-    assert {f.name: f.cases for f in b.figures} == {"hackbench-time": ["hackbench-pair", "hackbench-pair-after-stress"],
-                                                    "netperf-throughput": ["netperf-stream"]}
+    assert {f.name: f.cases for f in b.figures} == {
+        "hackbench-time": ["hackbench-pair", "hackbench-pair-after-stress", "hackbench-pair-beside-spinner"],
+        "netperf-throughput": ["netperf-stream"]}
     small = benchfile.load_benchmark("numa-pair:loops=1000:pair=hackbench-pair")
     assert [c.command for c in small.cases()] == ["hackbench -p -T -g 1 -f 1 -l 1000"]
+    # a choice names another sweep axis: each case fills in its own value (the pair test's rounds)
+    rounds = benchfile.load_benchmark("numa-pair:pair=hackbench-pair:loops=1000/1001")
+    assert [c.command for c in rounds.cases()] == ["hackbench -p -T -g 1 -f 1 -l 1000",
+                                                   "hackbench -p -T -g 1 -f 1 -l 1001"]
     assert not any(c.ticks for c in benchfile.load_benchmark("hackbench").cases())
 
 
@@ -639,6 +645,8 @@ def test_malformed_colocation_fields(tmp_path):
         benchfile.load_benchmark("tb", write_bench(tmp_path, "colocation_tasks = 1\n" + TB))
     with pytest.raises(benchfile.BenchError, match=r"choices.mode.a.*\{nope\}"):
         benchfile.load_benchmark("tb", write_bench(tmp_path, TB.replace('"--alpha"', '"--alpha {nope}"')))
+    with pytest.raises(benchfile.BenchError, match=r"choices.mode.a.*\{mode\}"):  # not its own axis
+        benchfile.load_benchmark("tb", write_bench(tmp_path, TB.replace('"--alpha"', '"--alpha {mode}"')))
     zz = TB.replace('mean = "amean"', 'mean = "amean"\ncases = ["zz"]')
     with pytest.raises(benchfile.BenchError, match="no case 'zz'"):
         benchfile.load_benchmark("tb", write_bench(tmp_path, zz))
