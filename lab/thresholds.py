@@ -148,6 +148,23 @@ def problems(bar: Bar, a: Assessment) -> list[str]:
     return out
 
 
+def design(bar: Bar, calibration: dict, max_rounds: int = 12) -> Bar | None:
+    """The bar with the fewest rounds (then the smallest need, then the largest gap) whose false-failure and
+    escape rates meet the limits under @calibration's recorded rounds; None if none does within @max_rounds.
+    `bar` and `higher` stay as they are: the figure's bar is what the mechanism is for, not a tuning knob."""
+    from dataclasses import replace
+    probe = assess(replace(bar, rounds=1, need=1, gap=0), calibration)
+    p_on, p_off = probe.p_on, probe.p_off
+    p_off_point = probe.off_reached / probe.off_rounds if probe.off_rounds else 1.0
+    for rounds in range(1, max_rounds + 1):
+        for need in range(1, rounds + 1):
+            for gap in range(need, 0, -1):
+                b = replace(bar, rounds=rounds, need=need, gap=gap)
+                if b.false_failure(p_on, p_off) <= MAX_FALSE_FAILURE and b.escape(p_off_point) <= MAX_ESCAPE:
+                    return b
+    return None
+
+
 def check(bar: Bar) -> Assessment:
     a = assess(bar, load(bar.name))
     bad = problems(bar, a)
@@ -220,6 +237,8 @@ def main(argv=None) -> int:
     c.add_argument("name")
     c.add_argument("--boots", type=int, default=MIN_BOOTS)
     sub.add_parser("show", help="every registered bar against its calibration")
+    d = sub.add_parser("design", help="the fewest rounds, and their need and gap, that a calibration allows")
+    d.add_argument("name")
     args = ap.parse_args(argv)
     reg = registered()
     if args.cmd == "show":
@@ -233,6 +252,15 @@ def main(argv=None) -> int:
             print(f"{name}: {bar.figure} {'>=' if bar.higher else '<='} {bar.bar}, {bar.rounds} rounds, need "
                   f"{bar.need}, gap {bar.gap}: {a.line()}" + "".join(f"\n  {i}" for i in issues))
         return 1 if bad else 0
+    if args.cmd == "design" and args.name in reg:
+        bar = reg[args.name][0]
+        cal = load(args.name)
+        b = design(bar, cal)
+        if b is None:
+            print(f"{args.name}: no design within 12 rounds meets the limits: a better workload is needed")
+            return 1
+        print(f"{args.name}: rounds={b.rounds}, need={b.need}, gap={b.gap} | {assess(b, cal).line()}")
+        return 0
     if args.name not in reg:
         print(f"thresholds: no test measures {args.name!r}; known: {', '.join(sorted(reg)) or 'none'}",
               file=sys.stderr)

@@ -60,6 +60,21 @@ def test_too_few_boots_a_flaky_default_or_a_strong_off_switch_are_refused():
     assert any("escape" in p for p in strong_off)
 
 
+def test_design_finds_the_fewest_rounds_that_meet_both_limits():
+    cal = boots(10, [0.95] * 4, [0.9, 0.5, 0.5, 0.5])  # default 40/40, off 10/40
+    b = th.design(BAR, cal)
+    a = th.assess(b, cal)
+    assert th.problems(b, a) == [] and (b.bar, b.higher) == (BAR.bar, BAR.higher)
+    # no bar with a round fewer meets them, whatever its need and gap
+    from dataclasses import replace
+    for need in range(1, b.rounds):
+        for gap in range(1, need + 1):
+            fewer = replace(BAR, rounds=b.rounds - 1, need=need, gap=gap)
+            assert th.problems(fewer, th.assess(fewer, cal)) != []
+    # an off switch that reaches the bar as often as the default: no design
+    assert th.design(BAR, boots(10, [0.95] * 4, [0.95] * 4)) is None
+
+
 def test_record_appends_a_boot_and_judge_uses_it(tmp_path, monkeypatch):
     monkeypatch.setattr(th, "CALIBRATION_DIR", tmp_path)
     for _ in range(th.MIN_BOOTS):
