@@ -244,23 +244,56 @@ FULL_NODE = ("sleep 2; n0=$(cat /sys/devices/system/node/node0/cpulist); pids=''
              "done; kill $pids; wait")
 
 
-def test_balance_pass_spreads_a_full_node_haswell2s():
-    """The NUMA balance pass against its off switch in one boot: 8 CPU-bound programs fill node 0 of haswell2s
-    (one per CPU, nothing queued, so no idle CPU finds anything to steal) and are then allowed every CPU. Node 1
-    is idle: 8 idle CPUs against 0, past the allowance (Gorman 2019: an imbalance of 2 when the destination runs
-    few), so the pass grants node 1 a budget and, with nothing queued to steal, preempts running programs and
-    sends them over (active_balance). With --numa-balance=off nothing moves them but stray wake-ups. Measured in 3 boots
-    (docs/mechanisms.md#node-local-balancing-and-exec-placement): programs on node 1 after 4 s, 4, 3, 4 and 4 with the pass, 2, 1, 1 and 1 without; the test asks
-    3 with the pass and prints the off switch's count."""
-    res, parts = run_steps("haswell2s", ("scx_locality", "scx_locality:--numa-balance=off"), FULL_NODE, 400)
-    on_node1 = {sched: [sum(1 for n in re.findall(rf"^balance-{t}: \d+ (\d+)", part, re.M) if n == "1")
-                        for t in (1, 2, 3, 4)]
+# The balance pass against --numa-balance=off: a round is one FULL_NODE probe, its figure the programs on node 1
+# at its last second.
+BALANCE_SPREADS = thresholds.Bar(name="balance-pass-spread",
+                                 figure="of 8 programs filling node 0 of haswell2s, those on node 1 after 4 s",
+                                 bar=3, higher=True, rounds=4, need=2, gap=1)
+BALANCE_SCHEDS = ("scx_locality", "scx_locality:--numa-balance=off")
+
+
+def balance_rounds():
+    """One boot of haswell2s, BALANCE_SPREADS.rounds FULL_NODE probes under each of BALANCE_SCHEDS: the
+    programs on node 1 at each second of each round, per scheduler, and the run's result."""
+    rounds = "; ".join(f"echo 'balance-round: {r}'; {FULL_NODE}" for r in range(1, BALANCE_SPREADS.rounds + 1))
+    res, parts = run_steps("haswell2s", BALANCE_SCHEDS, rounds, 300 + 30 * BALANCE_SPREADS.rounds,
+                           step_timeout_s=30 + 20 * BALANCE_SPREADS.rounds)
+    on_node1 = {sched: [[sum(1 for n in re.findall(rf"^balance-{t}: \d+ (\d+)", rnd, re.M) if n == "1")
+                         for t in (1, 2, 3, 4)]
+                        for rnd in part.split("balance-round: ")[1:]]
                 for sched, part in parts.items()}
-    print("programs on node 1, each second:", on_node1)
+    print("programs on node 1 at each second, per round:", on_node1)
+    return res, on_node1
+
+
+def balance_last_second(on_node1):
+    """The figure per round, default then off: programs on node 1 at the round's last second."""
+    for sched in BALANCE_SCHEDS:
+        assert len(on_node1[sched]) == BALANCE_SPREADS.rounds, on_node1
+    return tuple([r[-1] for r in on_node1[s]] for s in BALANCE_SCHEDS)
+
+
+@thresholds.measures(BALANCE_SPREADS)
+def measure_balance_pass(tmp_path):
+    return balance_last_second(balance_rounds()[1])
+
+
+def test_balance_pass_spreads_a_full_node_haswell2s():
+    """The NUMA balance pass (numa_balance.bpf.c) against its off switch in one boot: 8 CPU-bound programs fill
+    node 0 of haswell2s (one per CPU, nothing queued, so no idle CPU finds anything to steal) and are then allowed
+    every CPU. Node 1 is idle: 8 idle CPUs against 0, past the allowance (Gorman 2019: an imbalance of 2 when the
+    destination runs few), so the pass grants node 1 a budget and, with nothing queued to steal, preempts running
+    programs and sends them over (active balance). With --numa-balance=off nothing moves them but stray
+    wake-ups. Each scheduler runs BALANCE_SPREADS.rounds rounds; the test passes when at least `need` default
+    rounds end with `bar` programs on node 1 and `gap` more default rounds than off rounds do, a bar checked
+    against the rounds recorded in docs/test-calibration/balance-pass-spread.json (lab/thresholds.py). The pass
+    must also have moved them itself (xnode_active or xnode_steal_balance)."""
+    thresholds.check(BALANCE_SPREADS)
+    res, on_node1 = balance_rounds()
+    thresholds.judge(BALANCE_SPREADS, *balance_last_second(on_node1))
     on, off = (final_stats(s.sched_log) for s in res.steps)
     print("default: xnode_active", on["xnode_active"], "xnode_steal_balance", on["xnode_steal_balance"],
           "numa_budget", on["numa_budget"], "| off: xnode_active", off["xnode_active"])
-    assert on_node1["scx_locality"][-1] >= 3, (on_node1, parts["scx_locality"][-3000:])
     assert on["xnode_active"] + on["xnode_steal_balance"] > 0, on
 
 
