@@ -376,20 +376,6 @@ def format_kmsg(rec: bytes) -> str:
     return f"[{usec / 1e6:12.6f}] {body.split(chr(10), 1)[0]}"
 
 
-def session_pids(sid: int) -> list[int]:
-    """Live processes (not zombies) of session sid, whatever their parent now is."""
-    out = []
-    for d in PROC.glob("[0-9]*"):
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[3]) == sid and int(d.name) != os.getpid():
-            out.append(int(d.name))
-    return out
-
-
 def _runs_one_of(pid: int, binaries: set[str]) -> bool:
     """Whether pid runs one of binaries (real paths): as its executable, or as the script its interpreter runs
     (argv[0] or argv[1]; a scheduler started through a wrapper script)."""
@@ -575,7 +561,7 @@ class Session:
             proc.wait()
             log("bench: stopped the job on this host; stopping what it left (a second Ctrl-C waits for this)")
         exes = {os.path.realpath(b) for b in self.sched_bins.values()}
-        scheds = [p for p in session_pids(sid) if _runs_one_of(p, exes)]
+        scheds = [p for p in run.live_pids(session=sid) if _runs_one_of(p, exes)]
         if scheds:
             log(f"bench: stopping the scheduler (SIGINT to pid {', '.join(map(str, scheds))})")
             _signal(scheds, signal.SIGINT)
@@ -588,13 +574,13 @@ class Session:
                 log(f"bench: warning: scheduler pid {', '.join(map(str, left))} outlived SIGKILL (asleep in the "
                     "kernel); see the kernel log")
         for _ in range(100):  # processes may fork while being killed; a few sweeps catch them
-            rest = session_pids(sid)
+            rest = run.live_pids(session=sid)
             if not rest:
                 break
             _signal(rest, signal.SIGKILL)
             _wait_gone(rest, 0.5)
         else:
-            log(f"bench: warning: processes of the job are still running: {', '.join(map(str, session_pids(sid)))}")
+            log(f"bench: warning: processes of the job are still running: {', '.join(map(str, run.live_pids(session=sid)))}")
         if any(not s.sched.is_eevdf for s in steps):
             end = time.monotonic() + DISABLE_WAIT_S
             state, ops = sched_ext_state()

@@ -776,15 +776,17 @@ _LIVE: set[subprocess.Popen] = set()
 KILL_WAIT_S = 10.0
 
 
-def group_pids(pgid: int) -> list[int]:
-    """Live processes (not zombies) of process group pgid, whatever their parent now is."""
+def live_pids(*, pgrp: int | None = None, session: int | None = None) -> list[int]:
+    """Live processes (not zombies) of process group @pgrp or session @session, whatever their parent now is;
+    never this process."""
+    field, want = (2, pgrp) if pgrp is not None else (3, session)
     out = []
     for d in Path("/proc").glob("[0-9]*"):
         try:
             fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
+        if fields[0] != "Z" and int(fields[field]) == want and int(d.name) != os.getpid():
             out.append(int(d.name))
     return out
 
@@ -799,7 +801,7 @@ def _kill_guest(proc: subprocess.Popen, log=None) -> None:
     proc.wait()
     _LIVE.discard(proc)
     end = time.monotonic() + KILL_WAIT_S
-    while (left := group_pids(proc.pid)) and time.monotonic() < end:
+    while (left := live_pids(pgrp=proc.pid)) and time.monotonic() < end:
         time.sleep(0.05)
     if left:
         (log or (lambda msg: print(msg, file=sys.stderr, flush=True)))(

@@ -324,12 +324,12 @@ def test_stop_goes_on_when_its_messages_cannot_be_written(monkeypatch, tmp_path)
     with host.Session(m, {}, log=broken) as s:
         job = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
         deadline = time.monotonic() + 5
-        while len(host.session_pids(job.pid)) < 3 and time.monotonic() < deadline:
+        while len(run.live_pids(session=job.pid)) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(host.session_pids(job.pid)) >= 3
+        assert len(run.live_pids(session=job.pid)) >= 3
         s.stop(job, [])
         assert job.poll() is not None
-        assert host.session_pids(job.pid) == []
+        assert run.live_pids(session=job.pid) == []
 
 
 def test_report_says_where_it_ran(tmp_path):
