@@ -28,6 +28,17 @@ def run_steps(machine, scheds, cmd, timeout_s, step_timeout_s=60):
     return res, parts
 
 
+def run_rounds(machine, scheds, probe, rounds, timeout_s, step_timeout_s, first=""):
+    """Shell command @probe @rounds times under each scheduler spec of @scheds, in turn in one boot of @machine
+    (after shell command @first, if any); the result and, per scheduler, each round's part of its output."""
+    cmd = first + "; ".join(f"echo 'probe-round: {r}'; {probe}" for r in range(1, rounds + 1))
+    res, parts = run_steps(machine, scheds, cmd, timeout_s, step_timeout_s=step_timeout_s)
+    by_round = {sched: part.split("probe-round: ")[1:] for sched, part in parts.items()}
+    for sched, rnds in by_round.items():
+        assert len(rnds) == rounds, (sched, parts[sched][-3000:])
+    return res, by_round
+
+
 @pytest.mark.lab_all  # 25 min of make test's 69 on a 2-core host: make test-lab-all runs it
 def test_soak_fast_numa2():
     """Every reliability case (stress, hotplug, cgroups, FIFO hog, pinning, nice, start/stop, kill -9)."""
@@ -184,15 +195,14 @@ EXEC_SCHEDS = ("scx_locality", "scx_locality:--exec-placement=least-loaded-alway
 def exec_placement_rounds():
     """One boot of numaq4, EXEC_QUIET_STAYS.rounds rounds of both probes under each of EXEC_SCHEDS: the quiet
     probe's (node, moves) and the spread probe's sorted nodes, per scheduler and round, and the run's result."""
-    rounds = "sleep 3; " + "; ".join(f"echo 'exec-round: {r}'; {EXEC_QUIET}; {EXEC_SPREAD}"
-                                     for r in range(1, EXEC_QUIET_STAYS.rounds + 1))
-    res, parts = run_steps("numaq4", EXEC_SCHEDS, rounds, 300 + 60 * EXEC_QUIET_STAYS.rounds,
-                           step_timeout_s=30 + 20 * EXEC_QUIET_STAYS.rounds)
+    res, parts = run_rounds("numaq4", EXEC_SCHEDS, f"{EXEC_QUIET}; {EXEC_SPREAD}", EXEC_QUIET_STAYS.rounds,
+                            300 + 60 * EXEC_QUIET_STAYS.rounds, 30 + 20 * EXEC_QUIET_STAYS.rounds, first="sleep 3; ")
     spread = {sched: [sorted(int(n) for n in re.findall(r"^execspread: \d+ \d+ (\d+)", rnd, re.M))
-                      for rnd in part.split("exec-round: ")[1:]]
-              for sched, part in parts.items()}
-    quiet = {sched: [(int(n), int(m)) for n, m in re.findall(r"^execquiet: \d+ \d+ (\d+) (\d+)", part, re.M)]
-             for sched, part in parts.items()}
+                      for rnd in rnds]
+              for sched, rnds in parts.items()}
+    quiet = {sched: [(int(n), int(m)) for rnd in rnds
+                     for n, m in re.findall(r"^execquiet: \d+ \d+ (\d+) (\d+)", rnd, re.M)]
+             for sched, rnds in parts.items()}
     print("nodes of the four programs, per round:", spread)
     print("(node, exec placement moves) of the program exec'd on a quiet CPU of node 0, per round:", quiet)
     return res, quiet, spread
@@ -255,21 +265,18 @@ BALANCE_SCHEDS = ("scx_locality", "scx_locality:--numa-balance=off")
 def balance_rounds():
     """One boot of haswell2s, BALANCE_SPREADS.rounds FULL_NODE probes under each of BALANCE_SCHEDS: the
     programs on node 1 at each second of each round, per scheduler, and the run's result."""
-    rounds = "; ".join(f"echo 'balance-round: {r}'; {FULL_NODE}" for r in range(1, BALANCE_SPREADS.rounds + 1))
-    res, parts = run_steps("haswell2s", BALANCE_SCHEDS, rounds, 300 + 30 * BALANCE_SPREADS.rounds,
-                           step_timeout_s=30 + 20 * BALANCE_SPREADS.rounds)
+    res, parts = run_rounds("haswell2s", BALANCE_SCHEDS, FULL_NODE, BALANCE_SPREADS.rounds,
+                            300 + 30 * BALANCE_SPREADS.rounds, 30 + 20 * BALANCE_SPREADS.rounds)
     on_node1 = {sched: [[sum(1 for n in re.findall(rf"^balance-{t}: \d+ (\d+)", rnd, re.M) if n == "1")
                          for t in (1, 2, 3, 4)]
-                        for rnd in part.split("balance-round: ")[1:]]
-                for sched, part in parts.items()}
+                        for rnd in rnds]
+                for sched, rnds in parts.items()}
     print("programs on node 1 at each second, per round:", on_node1)
     return res, on_node1
 
 
 def balance_last_second(on_node1):
     """The figure per round, default then off: programs on node 1 at the round's last second."""
-    for sched in BALANCE_SCHEDS:
-        assert len(on_node1[sched]) == BALANCE_SPREADS.rounds, on_node1
     return tuple([r[-1] for r in on_node1[s]] for s in BALANCE_SCHEDS)
 
 
