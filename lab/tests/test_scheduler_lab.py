@@ -126,7 +126,7 @@ def test_cache_aware_keeps_a_small_group_in_one_llc_spr():
 # second of each (the bench's co-location, samples.py).
 PAIR_ONE_NODE = thresholds.Bar(name="numa-pair-one-node",
                                figure="pair on one node after start (numa-pair:pair=hackbench-pair-beside-spinner on numa2)",
-                               bar=0.95, higher=True, rounds=6, need=4, gap=1)
+                               bar=0.95, higher=True, rounds=5, need=3, gap=1)
 PAIR_SCHEDS = ("scx_locality", "scx_locality:--numa-balance=off")
 
 
@@ -188,7 +188,7 @@ EXEC_QUIET = ("sleep 1; taskset -c 1 sh -c 'while :; do :; done' & y=$!; sleep 1
 # one EXEC_QUIET probe, its figure the exec placement moves off CPU 0 (0: the program stayed on its quiet CPU).
 EXEC_QUIET_STAYS = thresholds.Bar(name="exec-placement-quiet",
                                   figure="exec placement moves of a program exec'd on a quiet CPU (numaq4)",
-                                  bar=0, higher=False, rounds=6, need=4, gap=2)
+                                  bar=0, higher=False, rounds=4, need=2, gap=1)
 EXEC_SCHEDS = ("scx_locality", "scx_locality:--exec-placement=least-loaded-always")
 
 
