@@ -294,6 +294,9 @@ def colocation_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
                         "node_share": share(sum(x.get("node_share_sum", 0.0) for x in cols), tot["pair_ticks"])
                         if all("node_share_sum" in x for x in cols) else None,
                         "same_node_after": share(tot["same_node_after_start"], tot["pair_ticks_after_start"]),
+                        "own_core_after": share(sum(x["own_core_after_start"] for x in cols),
+                                                tot["pair_ticks_after_start"])
+                        if all("own_core_after_start" in x for x in cols) else None,
                         "cross_node": _mean([x["cross_node"] for x in cols]),
                         "cross_node_after": _mean(moves), "cross_node_after_max": max(moves),
                         "settle_ms": cols[0].get("settle_ms"),
@@ -303,14 +306,15 @@ def colocation_rows(results: dict, bench: str, labels: list[str]) -> list[dict]:
 
 def colocation_table(rows: list[dict]) -> str:
     lines = ["| case | scheduler | runs | tasks | ticks with 2+ seen | all on one node | lowest run | "
-             "one node after start | all on one LLC | busiest node's share | cross-node moves | "
-             "after start (mean / max) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "one node after start | all on one LLC | a core each after start | busiest node's share | "
+             "cross-node moves | after start (mean / max) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append((f"| {r['case']} | {r['sched']} | {r['runs']} | {r['tasks']} ({', '.join(r['which'])}) | "
                       f"{r['pair_ticks']} | {_n(r['same_node'], 2)}% | {_n(r['same_node_min'], 2)}% | "
                       f"{_n(r['same_node_after'], 2)}% | {_n(r['same_llc'], 2)}% | "
-                      f"{_n(r.get('node_share'), 1)}% | {_n(r['cross_node'])} | "
+                      f"{_n(r.get('own_core_after'), 2)}% | {_n(r.get('node_share'), 1)}% | "
+                      f"{_n(r['cross_node'])} | "
                       f"{_n(r['cross_node_after'])} / {r['cross_node_after_max']} |").replace("n/a%", "n/a"))
     return "\n".join(lines)
 

@@ -226,14 +226,17 @@ def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list
     first sample. same_node_after_start / pair_ticks_after_start count only ticks at which every task seen is
     past its settle time. node_share_sum: over the pair ticks, the sum of the share of the tasks seen that sat on
     the node holding most of them (1.0 = all on one node; 1/nodes = evenly spread), so node_share_sum /
-    pair_ticks says whether a group spreads (a parallel job) as well as whether it stays together (a pair)."""
-    node_of, llc_of = topo.node_of(), topo.llc_of()
+    pair_ticks says whether a group spreads (a parallel job) as well as whether it stays together (a pair).
+    own_core(_after_start): pair ticks at which no two of the tasks seen shared a core (SMT siblings or one CPU),
+    what an idle-core search is for."""
+    node_of, llc_of, core_of = topo.node_of(), topo.llc_of(), topo.core_of()
     want = set(indices)
     state: dict[int, int] = {}
     first: dict[int, int] = {}
     prev: dict[int, int] = {}
     out = {"tasks": len(indices), "ticks": 0, "pair_ticks": 0, "same_node": 0, "same_llc": 0,
            "pair_ticks_after_start": 0, "same_node_after_start": 0, "same_llc_after_start": 0,
+           "own_core": 0, "own_core_after_start": 0,
            "cross_node": 0, "cross_llc": 0, "cross_node_after_start": 0, "cross_llc_after_start": 0,
            "node_share_sum": 0.0, "settle_ms": settle_ms}
     for ms, seen, gone in ticks:
@@ -264,13 +267,16 @@ def colocation(ticks: list[tuple[int, dict[int, int], list[int]]], indices: list
         out["node_share_sum"] += max(per_node.values()) / len(cur)
         one_node = len(per_node) == 1
         one_llc = len({llc_of.get(c) for c in cur.values()}) == 1
+        own_core = len({core_of.get(c, c) for c in cur.values()}) == len(cur)
         out["pair_ticks"] += 1
         out["same_node"] += one_node
         out["same_llc"] += one_llc
+        out["own_core"] += own_core
         if settled:
             out["pair_ticks_after_start"] += 1
             out["same_node_after_start"] += one_node
             out["same_llc_after_start"] += one_llc
+            out["own_core_after_start"] += own_core
     if tasks is not None:
         out["which"] = [{"tid": tasks[i].tid, "comm": tasks[i].comm, "samples": sum(r[1] for r in tasks[i].runs),
                          "running": sum(r[2] for r in tasks[i].runs)} for i in indices if i < len(tasks)]

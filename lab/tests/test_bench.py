@@ -2,6 +2,7 @@
 """bin/lab bench without a guest: benchmark files, sweeps, the guest command, sampler parsing, locality
 counters, the collection of a fake run's files, and exit codes."""
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -615,6 +616,28 @@ def test_colocation_counts_a_tick_with_three_on_one_node():
     assert (co["cross_node"], co["cross_node_after_start"]) == (2, 1)  # 2->4 at 100 ms, 4->3 at 200 ms
     # busiest node's share per tick: 3/3, 2/3 (task 2 alone on node 1), 3/3
     assert co["node_share_sum"] == pytest.approx(1 + 2 / 3 + 1)
+
+
+def test_colocation_counts_ticks_with_a_core_each():
+    smt = machines.Topology(nodes=((0, 1, 2, 3, 4, 5, 6, 7),), llcs=((0, 1, 2, 3, 4, 5, 6, 7),),
+                            smt=((0, 1), (2, 3), (4, 5), (6, 7)), distances=((10,),))
+    # cores 0, 1, 2 | CPUs 0 and 1 are siblings | CPU 4 twice | one task seen alone (not a pair tick)
+    ticks = samples.parse_ticks("0 0:0 1:2 2:4\n100 0:0 1:1 2:4\n200 0:4 1:4 2:6\n300 0:0 1:2 2:6\n400 -1 -2\n")
+    co = samples.colocation(ticks, [0, 1, 2], smt, settle_ms=150)
+    assert (co["pair_ticks"], co["own_core"]) == (4, 2)
+    assert (co["pair_ticks_after_start"], co["own_core_after_start"]) == (2, 1)
+    # without SMT every CPU is its own core: only the tick with CPU 4 twice shares one
+    assert samples.colocation(ticks, [0, 1, 2], TOPO, settle_ms=0)["own_core"] == 3
+
+
+def test_idle_core_benchmark_confines_its_workers_to_node_0():
+    b = benchfile.load_benchmark("idle-core")
+    (case,) = b.cases()
+    assert case.command.startswith("taskset -c $(cat /sys/devices/system/node/node0/cpulist) stress-ng --cpu 3 ")
+    assert b.colocation_tasks == 3
+    # stress-ng's --metrics-brief line: the real-time bogo ops/s is the figure
+    line = "stress-ng: metrc: [812] cpu              41230      5.01     14.92      0.01      8229.54        2761.85\n"
+    assert re.search(b.figures[0].regex, line, re.M).group(1) == "8229.54"
 
 
 def test_numa_pair_benchmark_cases_and_figures():

@@ -238,8 +238,10 @@ def test_cpu_utilisation_matrix():
     assert samples.parse_cpustat("garbage\n0 cpu 1 2 3 4\n") == {}
 
 
-def colo(pair_ticks, same_node, same_llc, cross_node, after, after_ticks=None, after_same=None):
-    return {"tasks": 2, "ticks": pair_ticks + 1, "pair_ticks": pair_ticks, "same_node": same_node,
+def colo(pair_ticks, same_node, same_llc, cross_node, after, after_ticks=None, after_same=None, own_core=None):
+    """A case's co-location record; own_core None leaves own_core_after_start out, as records made before it."""
+    own = {} if own_core is None else {"own_core_after_start": own_core}
+    return own | {"tasks": 2, "ticks": pair_ticks + 1, "pair_ticks": pair_ticks, "same_node": same_node,
             "same_llc": same_llc, "pair_ticks_after_start": after_ticks if after_ticks is not None else pair_ticks,
             "same_node_after_start": after_same if after_same is not None else same_node,
             "same_llc_after_start": same_llc, "cross_node": cross_node, "cross_llc": cross_node,
@@ -260,7 +262,8 @@ def test_colocation_columns_and_table(out):
                     c["colocation"] = (colo(100, 30 + 20 * r["run"], 20, 4, r["run"]) if c["label"] == "A"
                                        else colo(100, 100, 100, 0, 0))
                 elif st["sched"] == "scx_locality" and c["label"] == "A":
-                    c["colocation"] = colo(100, 101 - r["run"], 90, 1, 0, after_ticks=80, after_same=80)
+                    c["colocation"] = colo(100, 101 - r["run"], 90, 1, 0, after_ticks=80, after_same=80,
+                                           own_core=40)
     res["benchmarks"]["tb"]["colocation_tasks"] = 2
     (out / "results.json").write_text(json.dumps(res))
     rows = {r["sched"]: r for r in report.locality_rows(res, "tb", ["eevdf", "scx_locality", "scx_bad"])}
@@ -282,9 +285,11 @@ def test_colocation_columns_and_table(out):
     assert "| co-located, node | co-located, LLC | cross-node moves after start |" in text
     assert "| 80.00% | 60.00% | 1.5 |" in text
     assert "### tb: co-location of its 2 busiest tasks, sample by sample" in text
-    # busiest node's share: (100 + 99 + 0.5) / 200 ticks = 99.75%
-    assert ("| A | scx_locality | 2 | 2 (netperf, netserver) | 200 | 99.50% | 99.00% | 100.00% | 90.00% | 99.8% | "
-            "1.0 | 0.0 / 0 |") in text
+    # a core each after start: 2 x 40 of 160 = 50%; busiest node's share: (100 + 99 + 0.5) / 200 ticks = 99.75%
+    assert ("| A | scx_locality | 2 | 2 (netperf, netserver) | 200 | 99.50% | 99.00% | 100.00% | 90.00% | 50.00% | "
+            "99.8% | 1.0 | 0.0 / 0 |") in text
+    # records made before the own-core count show n/a there
+    assert "| B | eevdf | 2 | 2 (netperf, netserver) | 200 | 100.00% | 100.00% | 100.00% | 100.00% | n/a | " in text
     assert "first 1000 ms" in text
 
 
