@@ -130,25 +130,31 @@ PAIR_ONE_NODE = thresholds.Bar(name="numa-pair-one-node",
 PAIR_SCHEDS = ("scx_locality", "scx_locality:--numa-balance=off")
 
 
-def pair_steps(tmp_path):
-    loops = "/".join(str(1000000 + i) for i in range(PAIR_ONE_NODE.rounds))
-    return bench_steps(tmp_path, "numa2", ",".join(PAIR_SCHEDS),
-                       f"numa-pair:pair=hackbench-pair-beside-spinner:loops={loops}")
-
-
-def pair_rounds(steps):
-    """The share per round, default then off; a round's pair must have been seen together at least 20 times."""
+def colocation_rounds(tmp_path, bar, machine, scheds, bench, figure):
+    """One boot of `bin/lab bench` with @bench's cases (bar.rounds of them) under each of @scheds: the steps and,
+    per scheduler in order, @figure of each case's co-location record; a case's group must have been seen at
+    least 20 times after its start."""
+    steps = bench_steps(tmp_path, machine, ",".join(scheds), bench)
     rounds = []
-    for k in PAIR_SCHEDS:
+    for k in scheds:
         cos = [c["colocation"] for c in steps[k]["cases"]]
-        assert len(cos) == PAIR_ONE_NODE.rounds and all(co and co["pair_ticks_after_start"] >= 20 for co in cos), cos
-        rounds.append([co["same_node_after_start"] / co["pair_ticks_after_start"] for co in cos])
-    return tuple(rounds)
+        assert len(cos) == bar.rounds and all(co and co["pair_ticks_after_start"] >= 20 for co in cos), cos
+        rounds.append([figure(co) for co in cos])
+    print(f"{bar.name} per round:", dict(zip(scheds, rounds)))
+    return steps, tuple(rounds)
+
+
+def pair_rounds(tmp_path):
+    """The pair's share on one node per round, default then off."""
+    loops = "/".join(str(1000000 + i) for i in range(PAIR_ONE_NODE.rounds))
+    return colocation_rounds(tmp_path, PAIR_ONE_NODE, "numa2", PAIR_SCHEDS,
+                             f"numa-pair:pair=hackbench-pair-beside-spinner:loops={loops}",
+                             lambda co: co["same_node_after_start"] / co["pair_ticks_after_start"])[1]
 
 
 @thresholds.measures(PAIR_ONE_NODE)
 def measure_pair_one_node(tmp_path):
-    return pair_rounds(pair_steps(tmp_path))
+    return pair_rounds(tmp_path)
 
 
 def test_numa_policy_keeps_a_pair_on_one_node_numa2(tmp_path):
@@ -162,7 +168,7 @@ def test_numa_policy_keeps_a_pair_on_one_node_numa2(tmp_path):
     false-failure rate (at most 1/200, computed by lab/thresholds.py from the rounds recorded in
     docs/test-calibration/numa-pair-one-node.json) are checked before the verdict."""
     thresholds.check(PAIR_ONE_NODE)
-    thresholds.judge(PAIR_ONE_NODE, *pair_rounds(pair_steps(tmp_path)))
+    thresholds.judge(PAIR_ONE_NODE, *pair_rounds(tmp_path))
 
 
 # Four CPU-bound programs started from one shell once the machine is quiet (the agent's own start-up load has
@@ -360,3 +366,41 @@ def test_wake_follow_joins_a_split_pair_numa2():
     on, off = (final_stats(s.sched_log) for s in res.steps)
     print("default: xnode_wake_follow", on["xnode_wake_follow"], "| off:", off["xnode_wake_follow"])
     assert on["xnode_wake_follow"] > 0 and off["xnode_wake_follow"] == 0, (on, off)
+
+
+# The push side's idle-core step against --no-idle-core: a round is one idle-core case (stress-ng confined to node
+# 0 of haswell2s forks 3 CPU-bound workers), its figure the share of the sampler's ticks after the first second at
+# which no two workers shared a core.
+IDLE_CORE = thresholds.Bar(name="idle-core-own-core",
+                           figure="3 workers forked on node 0 each on a core of its own (idle-core on haswell2s)",
+                           bar=0.8, higher=True, rounds=6, need=2, gap=1)
+IDLE_CORE_SCHEDS = ("scx_locality", "scx_locality:--no-idle-core")
+
+
+def idle_core_rounds(tmp_path):
+    """The steps, and the workers' own-core share per round, default then off."""
+    seconds = "/".join(str(5 + i) for i in range(IDLE_CORE.rounds))
+    return colocation_rounds(tmp_path, IDLE_CORE, "haswell2s", IDLE_CORE_SCHEDS, f"idle-core:seconds={seconds}",
+                             lambda co: co["own_core_after_start"] / co["pair_ticks_after_start"])
+
+
+@thresholds.measures(IDLE_CORE)
+def measure_idle_core(tmp_path):
+    return idle_core_rounds(tmp_path)[1]
+
+
+def test_idle_core_search_gives_each_worker_a_core_haswell2s(tmp_path):
+    """Sistare's idle-core step (push.bpf.c: the previous CPU's core, then a whole idle core of the LLC, before
+    any idle CPU) against --no-idle-core in one boot of haswell2s: stress-ng confined to node 0 (4 cores x 2 SMT
+    threads, one LLC) forks 3 CPU-bound workers. Each fork starts from the busy parent's CPU, so the search goes
+    into the LLC: with the step each worker gets a core of its own; without it a worker may take the idle sibling
+    of a busy core. Judged by the sampler (ticks with no two workers on one core), not by the scheduler's counters.
+    Each scheduler runs IDLE_CORE.rounds rounds (the same case for 5, 6, ... s); the test passes when at least
+    `need` default rounds reach the bar and `gap` more default rounds than off rounds do. The bar, the round count
+    and the false-failure rate (at most 1/200, computed by lab/thresholds.py from the rounds recorded in
+    docs/test-calibration/idle-core-own-core.json) are checked before the verdict."""
+    thresholds.check(IDLE_CORE)
+    steps, rounds = idle_core_rounds(tmp_path)
+    thresholds.judge(IDLE_CORE, *rounds)
+    on, off = (steps[k]["final_stats"] for k in IDLE_CORE_SCHEDS)
+    assert on["pick_llc_core"] > 0 and off["pick_llc_core"] == 0, (on["pick_llc_core"], off["pick_llc_core"])

@@ -174,7 +174,9 @@ pub struct Opts {
     pub enqueue_handoff: EnqueueHandoff,
 
     /// Skip the idle-core steps of the push side (prev core, idle core in
-    /// the LLC): an A/B switch for the idle-core preference.
+    /// the LLC) and pick any idle CPU, of a whole idle core or not, where
+    /// the kernel's idle pick would take one first: an A/B switch for the
+    /// idle-core preference.
     #[arg(long, hide = true, help_heading = "Push and pull")]
     pub no_idle_core: bool,
 

@@ -16,7 +16,8 @@
  * Built-in (default): the kernel's sched_ext idle bitmaps, per CPU and per
  * whole core, kept by the kernel on every idle transition;
  * scx_bpf_pick_idle_cpu() on "LLC (or node) AND p->cpus_ptr" finds and
- * claims (atomic test-and-clear) a CPU.
+ * claims (atomic test-and-clear) a CPU, one of a whole idle core first
+ * when SMT is on; with --no-idle-core (no_idle_core) any idle CPU.
  *
  * Sparse (Sistare's 2018 sparse mask): our own idle flags, packed the way
  * his sparsemask packs them: the flags of up to IDLE_LINE_CPUS (8) CPUs of
@@ -238,6 +239,32 @@ static __always_inline s32 sparse_walk(struct task_struct *p, u32 start,
 
 /* ---- built-in implementation ---- */
 
+/*
+ * --no-idle-core: claim any idle CPU of @tmp, of a whole idle core or not.
+ * scx_bpf_pick_idle_cpu() takes a CPU of a whole idle core first whenever
+ * SMT is on, whatever its flags, so without this the switch would leave
+ * the preference on; here the idle mask is read and a CPU of it claimed.
+ * A CPU claimed by someone else meanwhile is dropped and another tried.
+ */
+static __always_inline s32 builtin_pick_any(struct bpf_cpumask *tmp)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	u32 tries;
+	s32 cpu;
+
+	bpf_cpumask_and(tmp, cast_mask(tmp), idle);
+	scx_bpf_put_idle_cpumask(idle);
+	bpf_for(tries, 0, 4) {
+		cpu = bpf_cpumask_any_distribute(cast_mask(tmp));
+		if (!cpu_valid(cpu))
+			return -1;
+		if (scx_bpf_test_and_clear_cpu_idle(cpu))
+			return cpu;
+		bpf_cpumask_clear_cpu(cpu, tmp);
+	}
+	return -1;
+}
+
 /* claim an idle CPU (whole core if @core) of @mask AND p->cpus_ptr */
 static __always_inline s32 builtin_pick(struct task_struct *p,
 					const struct cpumask *mask, bool core)
@@ -247,6 +274,8 @@ static __always_inline s32 builtin_pick(struct task_struct *p,
 	if (!tmp || !mask)
 		return -1;
 	bpf_cpumask_and(tmp, mask, p->cpus_ptr);
+	if (no_idle_core && !core)
+		return builtin_pick_any(tmp);
 	return scx_bpf_pick_idle_cpu(cast_mask(tmp), core ? SCX_PICK_IDLE_CORE : 0);
 }
 

@@ -51,7 +51,8 @@
  * move away from prev's L1/L2); without SMT the two are the same.
  *
  * Knobs: idle_prev_first (--idle-search); no_idle_core skips the idle-core
- * tests of prev_idle and llc_idle_core (A/B switch for the idle-core preference);
+ * tests of prev_idle and llc_idle_core, and idle.bpf.c's picks then take
+ * any idle CPU (A/B switch for the idle-core preference);
  * push_cross_wake / push_cross_fork (--push-cross-node) allow push_across for
  * a wake-up / a new task, in every NUMA mode, push_cross_unpaired for a
  * wake-up that is not between partners (@paired); wake_affine
