@@ -21,8 +21,8 @@ NODES = [f"lab/tests/test_scheduler_lab.py::test_{x}" for x in "abcde"]
 def test_the_table_loads_and_names_real_tests():
     ms = mutants.load()
     flags = {m.flags for m in ms}
-    for want in ("--no-cache-aware", "--exec-placement=allowance", "--numa-balance=off", "--memory=off",
-                 "--no-home-node", "--no-steal", "--no-wake-follow"):
+    for want in ("--no-cache-aware", "--exec-placement=allowance", "--numa-balance=no-allowance",
+                 "--numa-balance=off", "--memory=off", "--no-home-node", "--no-steal", "--no-wake-follow"):
         assert want in flags
     for m in ms:
         assert m.tests

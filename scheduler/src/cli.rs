@@ -242,8 +242,9 @@ pub struct Opts {
     /// idle (= --steal-cross-node), wake-ups leave the node when it has no
     /// idle CPU; upstream: Linux's bounded imbalance (imb_numa_nr); idle-cpus:
     /// the allowance of Gorman's 2019 v2 patch (small imbalances ignored while
-    /// the busiest node keeps about half its CPUs idle). Default: upstream
-    /// (off with --steal-cross-node).
+    /// the busiest node keeps about half its CPUs idle); no-allowance: the
+    /// policy with no allowance, nodes evened out however few tasks run.
+    /// Default: upstream (off with --steal-cross-node).
     #[arg(long, hide = true, help_heading = "NUMA", value_enum, value_name = "MODE")]
     pub numa_balance: Option<NumaBalance>,
 
@@ -746,6 +747,10 @@ mod tests {
         assert_eq!(
             parse(&["--numa-balance", "idle-cpus"]).unwrap().numa_mode(),
             NumaBalance::IdleCpus
+        );
+        assert_eq!(
+            parse(&["--numa-balance=no-allowance"]).unwrap().numa_mode(),
+            NumaBalance::NoAllowance
         );
         // the old flag alone keeps its old meaning
         assert_eq!(parse(&["--steal-cross-node"]).unwrap().numa_mode(), NumaBalance::Off);

@@ -38,6 +38,9 @@ pub enum NumaBalance {
     /// Gorman's 2019 v2 rule: small imbalances ignored while the busiest
     /// node keeps about half its CPUs idle.
     IdleCpus,
+    /// The policy without an allowance: nodes evened out by idle CPUs
+    /// however few tasks run (the kernel before Gorman's 2019 patch).
+    NoAllowance,
 }
 
 impl NumaBalance {
@@ -46,6 +49,7 @@ impl NumaBalance {
             NumaBalance::Off => intf::numa_mode_NUMA_OFF,
             NumaBalance::Upstream => intf::numa_mode_NUMA_UPSTREAM,
             NumaBalance::IdleCpus => intf::numa_mode_NUMA_IDLE_CPUS,
+            NumaBalance::NoAllowance => intf::numa_mode_NUMA_NO_ALLOWANCE,
         }
     }
 
@@ -54,6 +58,7 @@ impl NumaBalance {
             NumaBalance::Off => "off",
             NumaBalance::Upstream => "upstream",
             NumaBalance::IdleCpus => "idle-cpus",
+            NumaBalance::NoAllowance => "no-allowance",
         }
     }
 }

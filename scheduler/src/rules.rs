@@ -30,6 +30,7 @@ mod numa {
     const OFF: u32 = intf::numa_mode_NUMA_OFF;
     const UPSTREAM: u32 = intf::numa_mode_NUMA_UPSTREAM;
     const IDLE_CPUS: u32 = intf::numa_mode_NUMA_IDLE_CPUS;
+    const NO_ALLOWANCE: u32 = intf::numa_mode_NUMA_NO_ALLOWANCE;
 
     /// `struct numa_node_fig`: what the policy sees of a node.
     #[repr(C)]
@@ -478,6 +479,26 @@ mod numa {
             &node(8, 7.0, 7.0, 7, 1),
             &node(8, 0.0, 0.0, 0, 1)
         ));
+    }
+
+    #[test]
+    fn no_allowance_evens_out_what_upstream_allows() {
+        // a pair on an 8-CPU node against an idle node: upstream keeps it, no-allowance moves one
+        let pair = node(8, 2.0, 2.0, 2, 1);
+        let idle = node(8, 0.0, 0.0, 0, 1);
+        assert_eq!(moves(UPSTREAM, &pair, &idle, 0), 0);
+        assert_eq!(moves(NO_ALLOWANCE, &pair, &idle, 0), 1);
+        assert_eq!(adjust(NO_ALLOWANCE, 2, 6, 8, 1, 1), 2);
+        // a new process beside one busy task, allowance 2: upstream keeps it by its parent
+        let one = node(16, 1.0, 1.0, 1, 2);
+        let none = node(16, 0.0, 0.0, 0, 2);
+        assert!(new_stays(UPSTREAM, &one, &none));
+        assert!(!new_stays(NO_ALLOWANCE, &one, &none));
+        // still a policy, unlike off: balanced nodes keep their tasks, and a task that just
+        // changed node waits an interval before it changes again
+        assert!(new_stays(NO_ALLOWANCE, &node(8, 3.0, 3.0, 3, 1), &node(8, 3.0, 3.0, 3, 1)));
+        assert!(!may_cross(NO_ALLOWANCE, 1_000, 2_000, 150_000_000));
+        assert!(may_cross(OFF, 1_000, 2_000, 150_000_000));
     }
 
     #[test]

@@ -124,6 +124,7 @@ enum numa_mode {
 	NUMA_OFF	= 0,	/* no policy: cross-node moves whenever a CPU would idle */
 	NUMA_UPSTREAM	= 1,	/* Linux's current rule (imb_numa_nr, NUMA_IMBALANCE_MIN) */
 	NUMA_IDLE_CPUS	= 2,	/* Gorman's 2019 v2 patch: allowance while the busiest node has idle CPUs */
+	NUMA_NO_ALLOWANCE = 3,	/* the policy without an allowance: nodes evened out by idle CPUs */
 };
 
 /*

@@ -37,6 +37,10 @@
  *     imbalance_pct of NUMA domains at the time, 125; the imbalance is 0
  *     when it is at most imbalance_adj and the busiest node has at least
  *     imbalance_max idle CPUs, else unchanged.
+ *   NUMA_NO_ALLOWANCE: the imbalance unchanged: every mechanism of the
+ *     policy runs, but nodes are evened out by idle CPUs however few
+ *     tasks run, as the kernel balanced NUMA domains before Gorman's
+ *     patch (the allowance's own off switch).
  *   NUMA_OFF: no policy, see below.
  * A balance move corrects half of what remains (numa_moves(), the
  * kernel's "imbalance >>= 1"): a node pair 3 vs 1 moves one task.

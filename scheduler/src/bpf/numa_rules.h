@@ -175,7 +175,8 @@ static __always_inline u32 numa_rule_util_now(const struct numa_task_util *u, u6
  *   imbalance_max = busiest_cpus / 2 + imbalance_adj, with the imbalance_pct
  *   of NUMA domains at the time, 125; 0 when imb <= imbalance_adj and the
  *   busiest node has at least imbalance_max idle CPUs, else imb.
- * NUMA_OFF: no allowance, imb unchanged.
+ * NUMA_NO_ALLOWANCE (the kernel before Gorman's patch), NUMA_OFF: no
+ *   allowance, imb unchanged.
  */
 static __always_inline s32 numa_rule_adjust(u32 mode, s32 imb, s32 busiest_idle,
 					    u32 busiest_cpus, u32 local_running,
