@@ -3,7 +3,7 @@
  * memspan: one process whose threads need more than one node; where do its shared and private pages end up?
  *
  *   memspan [-t THREADS | -N NODES] [-S SHARED_MB] [-P PRIVATE_MB] [-r SECONDS] [-w WARMUP_SECONDS]
- *           [-i main|threads] [-s INSTANCE]
+ *           [-i main|main-one-node|threads] [-s INSTANCE]
  *
  * The case of van Riel's 2014 "NUMA balancing for workloads that span nodes": a good placement
  * keeps each thread's private memory on its thread's node, spreads the shared memory over the nodes the
@@ -12,16 +12,22 @@
  * THREADS workers (default: as many as the first NODES nodes have CPUs, NODES = 2) read one SHARED_MB array
  * (default 128) and each has a PRIVATE_MB buffer (default 16) of its own. With -i main (the default, and the
  * hard case) the main thread first-touches the whole shared array before it starts the workers, so all of it
- * starts on the main thread's node; with -i threads worker i first-touches slice i of it. Every worker
+ * starts on the main thread's node, unless the scheduler moves the main thread to another node while it
+ * touches; -i main-one-node binds the main thread to the CPUs of its node for the first touch only (its
+ * affinity is restored before the workers start), so that all of it starts on one node whatever the
+ * scheduler does; with -i threads worker i first-touches slice i of it. Every worker
  * first-touches its own private buffer (its own mapping, so no huge page straddles two of them). Then, for
  * WARMUP_SECONDS (default 1) and the measured SECONDS (default 20), every worker repeats one operation: a
  * read-modify-write pass over the next 64 KB of its private buffer, then 4096 reads at random places of the
  * shared array (over many operations every worker reads all of it); after each it notes the node it is on
- * (sched_getcpu). Nothing in the program binds a thread or moves a page: only the kernel or a scheduler can.
+ * (sched_getcpu). Apart from -i main-one-node's first touch, nothing in the program binds a thread, and
+ * nothing in it moves a page: only the kernel or a scheduler can.
  *
  * At the end of the window, before anything is freed, the main thread asks the kernel the node of every page
  * (move_pages(2) with nodes = NULL only queries) and prints one figure a line, "name: value", with
  * " instance=K" appended when -s K is given so that concurrent instances can be told apart:
+ *   memspan_shared_init_max    the largest share of the shared pages on one node right after the first touch
+ *                              (with -i threads, after the workers' touches)
  *   memspan_ops_per_s          operations per second, all workers together
  *   memspan_mb_per_s           megabytes of private and shared memory touched per second
  *   memspan_thread_nodes       each worker's node: the one where it took most of its samples in the window
@@ -75,7 +81,7 @@ struct worker {
 
 static uint64_t *shared;
 static size_t shared_words, private_bytes;
-static int nr_workers, init_threads, instance = -1, nr_nodes;
+static int nr_workers, init_threads, init_one_node, instance = -1, nr_nodes;
 static short cpu_node[MAX_CPUS];
 static int node_nr_cpus[MAX_NODES];
 static pthread_barrier_t ready;
@@ -201,10 +207,29 @@ static long count_pages(char *a, size_t bytes, long *per_node, int own, long *on
 	return present;
 }
 
+/* Binds the calling thread to the CPUs of node @n it may use; its affinity before into *@was. */
+static void bind_to_node(int n, cpu_set_t *was)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(*was), was)) {
+		perror("memspan: sched_getaffinity");
+		exit(1);
+	}
+	CPU_ZERO(&set);
+	for (int c = 0; c < MAX_CPUS && c < CPU_SETSIZE; c++)
+		if (cpu_node[c] == n && CPU_ISSET(c, was))
+			CPU_SET(c, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		perror("memspan: sched_setaffinity");
+		exit(1);
+	}
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: memspan [-t THREADS | -N NODES] [-S SHARED_MB] [-P PRIVATE_MB] [-r SECONDS] "
-			"[-w WARMUP_SECONDS] [-i|--init main|threads] [-s INSTANCE]\n");
+			"[-w WARMUP_SECONDS] [-i|--init main|main-one-node|threads] [-s INSTANCE]\n");
 	exit(2);
 }
 
@@ -214,6 +239,7 @@ int main(int argc, char **argv)
 	double runtime = 20, warmup = 1, t0, t1;
 	long shared_mb = 128, private_mb = 16, span_nodes = 2;
 	long shared_nodes[MAX_NODES] = {0}, private_nodes[MAX_NODES] = {0}, dummy = 0, private_own = 0;
+	long init_nodes[MAX_NODES] = {0};
 	long shared_present, private_present = 0, inactive = 0;
 	uint64_t samples[MAX_NODES] = {0}, nr_samples = 0, ops = 0;
 	unsigned long long mig0, hint0, numa0;
@@ -221,6 +247,8 @@ int main(int argc, char **argv)
 	struct worker *w;
 	char list[4 * MAX_NODES + 1] = "";
 	double imbalance = 0, bytes_per_op;
+	const char *init_name = "main";
+	cpu_set_t was;
 
 	nr_nodes = read_cpu_nodes(cpu_node, MAX_CPUS, node_nr_cpus, MAX_NODES);
 	nr_workers = 0;
@@ -233,9 +261,13 @@ int main(int argc, char **argv)
 		case 'r': runtime = atof(optarg); break;
 		case 'w': warmup = atof(optarg); break;
 		case 'i':
-			if (strcmp(optarg, "main") && strcmp(optarg, "threads"))
+			if (!strcmp(optarg, "threads"))
+				init_threads = 1;
+			else if (!strcmp(optarg, "main-one-node"))
+				init_one_node = 1;
+			else if (strcmp(optarg, "main"))
 				usage();
-			init_threads = !strcmp(optarg, "threads");
+			init_name = optarg;
 			break;
 		case 's': instance = atoi(optarg); break;
 		default: usage();
@@ -254,16 +286,22 @@ int main(int argc, char **argv)
 	shared_words = ((size_t)shared_mb << 20) / sizeof(uint64_t);
 	private_bytes = (size_t)private_mb << 20;
 	printf("memspan: pid=%d threads=%d shared_mb=%ld private_mb=%ld init=%s runtime_s=%g nodes=%d",
-	       (int)getpid(), nr_workers, shared_mb, private_mb, init_threads ? "threads" : "main", runtime, nr_nodes);
+	       (int)getpid(), nr_workers, shared_mb, private_mb, init_name, runtime, nr_nodes);
 	if (instance >= 0)
 		printf(" instance=%d", instance);
 	putchar('\n');
 	fflush(stdout);
 
 	shared = map(shared_words * sizeof(uint64_t));
+	if (init_one_node)
+		bind_to_node(current_node(), &was);
 	if (!init_threads)
 		touch(shared, shared_words);
 	init_node = current_node();
+	if (init_one_node && sched_setaffinity(0, sizeof(was), &was)) {
+		perror("memspan: sched_setaffinity");
+		return 1;
+	}
 	w = aligned_alloc(64, sizeof(*w) * (size_t)nr_workers);
 	if (!w)
 		return 1;
@@ -278,6 +316,17 @@ int main(int argc, char **argv)
 		}
 	}
 	pthread_barrier_wait(&ready);
+	/* where the first touch left the shared array (a query: no page moves) */
+	if (count_pages((char *)shared, shared_words * sizeof(uint64_t), init_nodes, -1, &dummy) > 0) {
+		long present = 0, most = 0;
+
+		for (int n = 0; n < MAX_NODES; n++) {
+			present += init_nodes[n];
+			most = init_nodes[n] > most ? init_nodes[n] : most;
+		}
+		figure("memspan_shared_init_max", "%.3f", (double)most / (double)present);
+	}
+	dummy = 0;
 	mig0 = vmstat("pgmigrate_success");
 	hint0 = vmstat("numa_hint_faults");
 	numa0 = vmstat("numa_pages_migrated");

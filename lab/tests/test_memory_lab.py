@@ -159,26 +159,64 @@ def shared_max_share(text):
     return max(shares)
 
 
+# Memory placement for a process spanning nodes against --memory=off: on numaq4 a round is one memspan run whose 4
+# threads need 2 of the 2-CPU nodes, its main thread having first-touched the 128 MB shared array bound to its own
+# node (--init=main-one-node), so all of it starts on one node whatever the scheduler does; its figure the largest
+# share of the array on one node after the 20 s window (memspan's move_pages query).
+SPAN_SPREAD = thresholds.Bar(name="spanning-memory-spread",
+                             figure="largest share of memspan's shared array on one node after 20 s, all first "
+                                    "touched on one node (numaq4)",
+                             bar=0.85, higher=False, rounds=4, need=1, gap=1)
+SPAN_SCHEDS = ("scx_locality", "scx_locality:--memory=off")
+SPAN_CMD = "memspan -N 2 -S 128 -P 16 -r 20 -w 1 --init=main-one-node"
+
+
+def span_steps():
+    """One boot of numaq4, SPAN_SPREAD.rounds memspan runs under each of SPAN_SCHEDS: the result and each run's
+    output by "SCHED-ROUND" (on-1, ..., off-1, ...)."""
+    prep = "echo 1 > /proc/sys/kernel/bpf_stats_enabled; echo 1 > /proc/sys/kernel/numa_balancing; "
+    steps = [run.Step(run.parse_sched(sched), prep + "; ".join(f"echo 'memtest: {arm}-{r}'; {SPAN_CMD}"
+                                                              for r in range(1, SPAN_SPREAD.rounds + 1)))
+             for sched, arm in zip(SPAN_SCHEDS, ("on", "off"))]
+    res, out = run_steps("numaq4", steps, timeout_s=300 + 120 * SPAN_SPREAD.rounds)
+    for arm in ("on", "off"):
+        for r in range(1, SPAN_SPREAD.rounds + 1):
+            # the construction: the whole array started on one node, so anything spread was moved
+            assert figure(out[f"{arm}-{r}"], "memspan_shared_init_max") >= 0.99, out[f"{arm}-{r}"][-2000:]
+    return res, out
+
+
+def span_rounds(out):
+    """Per arm, each round's largest share of the shared array on one node at the end."""
+    rounds = tuple([shared_max_share(out[f"{arm}-{r}"]) for r in range(1, SPAN_SPREAD.rounds + 1)]
+                   for arm in ("on", "off"))
+    print(f"{SPAN_SPREAD.name} per round:", dict(zip(SPAN_SCHEDS, rounds)))
+    return rounds
+
+
+@thresholds.measures(SPAN_SPREAD)
+def measure_spanning_memory(tmp_path):
+    return span_rounds(span_steps()[1])
+
+
 def test_spanning_memory_against_its_off_switch_numaq4():
-    """Memory placement for a process spanning nodes (evidence.rs, plan.rs, memory.bpf.c) against --memory=off in
-    one boot: memspan's 4 threads need 2 of numaq4's 2-CPU nodes; its main thread first-touches the 128 MB shared
-    array, so all of it starts on one node. With default flags the agent gathers write-fault evidence (chunks
-    classed) and spreads the array: measured (bin/lab bench memory-span, 3 boots) the largest node held 0.67-0.72
-    of it; the bar, 0.85, needs 19 MB moved in 20 s. With --memory=off no page moves. (Where the array starts is
-    not the agent's doing: if the scheduler moves the main thread to another node during its first touch, the
-    array starts split, as one CI run saw with --memory=off: 0.66 on one node. So both steps are judged by pages
-    moved: the agent's own count on, and the guest's with --memory=off, where under 1% of the array may move by
-    the kernel's compaction; the spread step by the share as well.)"""
-    cmd = ("echo 1 > /proc/sys/kernel/bpf_stats_enabled; echo 1 > /proc/sys/kernel/numa_balancing; "
-           "memspan -N 2 -S 128 -P 16 -r 20 -w 1 --init=main")
-    steps = [run.Step(run.parse_sched("scx_locality"), f"echo 'memtest: spread'; {cmd}"),
-             run.Step(run.parse_sched("scx_locality:--memory=off"), f"echo 'memtest: off'; {cmd}")]
-    res, out = run_steps("numaq4", steps)
+    """Memory placement for a process spanning nodes (evidence.rs, plan.rs, memory.bpf.c; van Riel 2014: shared
+    memory spread over the process's active nodes) against --memory=off in one boot of numaq4: memspan's 4 threads
+    need 2 of the 2-CPU nodes, and its main thread first-touches the 128 MB shared array bound to its node, so all
+    of it starts there. With default flags the agent gathers write-fault evidence (chunks classed) and spreads the
+    array over the active nodes; with --memory=off no page moves and the array stays where it started. Judged by
+    memspan's own query of its pages (move_pages), not by the agent's counters. Each scheduler runs
+    SPAN_SPREAD.rounds runs; the test passes when at least `need` default runs end with at most `bar` of the array
+    on one node and `gap` more default runs than off runs do: a bar checked against the runs recorded in
+    docs/test-calibration/spanning-memory-spread.json (lab/thresholds.py computes its false-failure and escape
+    rates). Under --memory=off the guest's own migration count (pgmigrate_success, whole guest) stays under 1% of
+    the array: compaction may move a page now and then."""
+    thresholds.check(SPAN_SPREAD)
+    res, out = span_steps()
+    thresholds.judge(SPAN_SPREAD, *span_rounds(out))
     on, off = (final_stats(s.sched_log) for s in res.steps)
-    assert shared_max_share(out["spread"]) <= 0.85, out["spread"][-2000:]
-    assert on["memory_pages_migrated"] > 0, on["memory_pages_migrated"]
-    # memspan's count is the whole guest's (pgmigrate_success): compaction moves a page now and then (1 seen)
-    assert figure(out["off"], "memspan_migrated_pages") < 0.01 * 32768, out["off"][-2000:]
+    for r in range(1, SPAN_SPREAD.rounds + 1):
+        assert figure(out[f"off-{r}"], "memspan_migrated_pages") < 0.01 * 32768, out[f"off-{r}"][-2000:]
     procs = [p for p in on["memory_procs"] if p["comm"] == "memspan"]
     assert procs and len(procs[0]["active"]) >= 2, on["memory_procs"]
     assert procs[0]["private_chunks"] + procs[0]["shared_chunks"] + procs[0]["settling_chunks"] > 0, procs
