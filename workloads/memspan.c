@@ -326,7 +326,6 @@ int main(int argc, char **argv)
 		}
 		figure("memspan_shared_init_max", "%.3f", (double)most / (double)present);
 	}
-	dummy = 0;
 	mig0 = vmstat("pgmigrate_success");
 	hint0 = vmstat("numa_hint_faults");
 	numa0 = vmstat("numa_pages_migrated");
