@@ -20,6 +20,7 @@ also the commands and the flag check, without booting anything.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -142,12 +143,29 @@ def select(mutants: list[Mutant], only: list[str] | None) -> list[Mutant]:
 
 
 def test_source(node: str, repo: Path = paths.REPO) -> str:
-    """The source of a test function: from its def to the next line that starts in column 0."""
+    """The source of a test function and of every top-level function and assignment of its file that it uses,
+    directly or through them (its helpers, its scheduler tuples): what decides which steps it starts."""
     file, _, name = node.partition("::")
-    lines = (repo / file).read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"def {name}("))
-    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace()), len(lines))
-    return "\n".join(lines[start:end])
+    text = (repo / file).read_text()
+    tree = ast.parse(text)
+    top = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            top[stmt.name] = stmt
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                if isinstance(target, ast.Name):
+                    top[target.id] = stmt
+    if name not in top:
+        raise MutantError(f"{file}: no test {name}")
+    seen, todo = [], [name]
+    while todo:
+        stmt = top[todo.pop()]
+        if stmt in seen:
+            continue
+        seen.append(stmt)
+        todo += [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in top]
+    return "\n\n".join(ast.get_source_segment(text, stmt) for stmt in seen)
 
 
 def test_legs(node: str, repo: Path = paths.REPO) -> list[list[str]]:

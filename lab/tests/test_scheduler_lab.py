@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """scx_locality in real guests (marked `lab`): the reliability cases in short form, and the steal switch."""
-import io
 import json
 import re
 import subprocess
@@ -9,34 +8,9 @@ from pathlib import Path
 import pytest
 
 from lab import machines, run, thresholds
-from labsteps import LAB, bench_steps, final_stats
+from labsteps import LAB, bench_steps, final_stats, run_rounds
 
 pytestmark = pytest.mark.lab
-
-
-def run_steps(machine, scheds, cmd, timeout_s, step_timeout_s=60):
-    """Run shell command @cmd under each scheduler spec of @scheds, in turn in one boot of @machine; the result
-    and each scheduler's part of the console output (from the line that names it)."""
-    steps = [run.Step(run.parse_sched(s), f"echo 'step-under: {s}'; {cmd}", timeout_s=step_timeout_s)
-             for s in scheds]
-    buf = io.StringIO()
-    res = run.run_job(machines.load(machine), steps, timeout_s=timeout_s, stream=buf, build_scheduler=False)
-    out = buf.getvalue()
-    assert res.exit_code() == run.EXIT_OK, (res, out[-3000:])
-    parts = {part.split("\n", 1)[0].strip(): part for part in out.split("step-under: ")[1:]}
-    assert sorted(parts) == sorted(scheds), (list(parts), out[-3000:])
-    return res, parts
-
-
-def run_rounds(machine, scheds, probe, rounds, timeout_s, step_timeout_s, first=""):
-    """Shell command @probe @rounds times under each scheduler spec of @scheds, in turn in one boot of @machine
-    (after shell command @first, if any); the result and, per scheduler, each round's part of its output."""
-    cmd = first + "; ".join(f"echo 'probe-round: {r}'; {probe}" for r in range(1, rounds + 1))
-    res, parts = run_steps(machine, scheds, cmd, timeout_s, step_timeout_s=step_timeout_s)
-    by_round = {sched: part.split("probe-round: ")[1:] for sched, part in parts.items()}
-    for sched, rnds in by_round.items():
-        assert len(rnds) == rounds, (sched, parts[sched][-3000:])
-    return res, by_round
 
 
 @pytest.mark.lab_all  # 25 min of make test's 69 on a 2-core host: make test-lab-all runs it
@@ -544,3 +518,51 @@ def test_idle_core_search_gives_each_worker_a_core_haswell2s(tmp_path):
     thresholds.judge(IDLE_CORE, *rounds)
     on, off = (steps[k]["final_stats"] for k in IDLE_CORE_SCHEDS)
     assert on["pick_llc_core"] > 0 and off["pick_llc_core"] == 0, (on["pick_llc_core"], off["pick_llc_core"])
+
+
+# Two CPU-bound loops started pinned to CPU 1 of spr-1n2llc (one running, one queued behind it), then both allowed
+# CPU 1's whole LLC; the CPU of each once a second for three seconds ("queued-SECOND: PID CPU"). Neither ever wakes
+# up, so no wake-up's idle search moves them: only the enqueue of a task put back (its affinity changed, its slice
+# ended) and the CPUs that pull queued work can.
+QUEUED_PAIR = ("sleep 1; llc=$(cat /sys/devices/system/cpu/cpu1/cache/index3/shared_cpu_list); "
+               "taskset -c 1 sh -c 'while :; do :; done' & a=$!; taskset -c 1 sh -c 'while :; do :; done' & b=$!; "
+               "sleep 1; taskset -p -c $llc $a >/dev/null; taskset -p -c $llc $b >/dev/null; "
+               "for s in 1 2 3; do sleep 1; for t in $a $b; do echo \"queued-$s: $t $(cut -d' ' -f39 /proc/$t/stat)\"; "
+               "done; done; kill $a $b; wait")
+
+
+# A queued task taken by an idle CPU of its LLC against --no-steal: a round is one QUEUED_PAIR probe, its figure
+# the number of its last two seconds at which both loops were on one CPU.
+QUEUED_TAKEN = thresholds.Bar(name="queued-task-taken",
+                              figure="seconds 2-3 with two loops queued on one CPU still sharing it (spr-1n2llc)",
+                              bar=0, higher=False, rounds=4, need=2, gap=1)
+QUEUED_SCHEDS = ("scx_locality", "scx_locality:--no-steal")
+
+
+def queued_rounds():
+    """The result and, per scheduler and round, the seconds 2 and 3 with both loops on one CPU."""
+    return together_rounds("spr-1n2llc", QUEUED_SCHEDS, QUEUED_PAIR, QUEUED_TAKEN, "queued")
+
+
+@thresholds.measures(QUEUED_TAKEN)
+def measure_queued_taken(tmp_path):
+    return queued_rounds()[1]
+
+
+def test_queued_task_is_taken_by_an_idle_cpu_of_its_llc_spr():
+    """The pull side for a queued task (pull.bpf.c: the enqueue hand-off, pull_claim_near(), and the stealers it
+    wakes, pull_kick_stealer()) against --no-steal in one boot of spr-1n2llc: two CPU-bound loops share CPU 1, then
+    may use its whole LLC, 3 of whose CPUs are idle. A task put back behind a running one (affinity changed, slice
+    ended) goes to an idle CPU of its LLC within a second; with --no-steal nothing takes it and the two share CPU 1
+    for good (one node, so no NUMA pass; single-threaded processes, so no preferred LLC; no wake-ups, so no idle
+    search). Each scheduler runs QUEUED_TAKEN.rounds rounds; the test passes when at least `need` default rounds
+    have the loops on two CPUs at seconds 2 and 3, and `gap` more default rounds than off rounds do: a bar checked
+    against the rounds recorded in docs/test-calibration/queued-task-taken.json (lab/thresholds.py computes its
+    false-failure and escape rates). The moves must be the BPF's own hand-offs (enq_handoff), none with the
+    switch off."""
+    thresholds.check(QUEUED_TAKEN)
+    res, (on_rounds, off_rounds) = queued_rounds()
+    thresholds.judge(QUEUED_TAKEN, on_rounds, off_rounds)
+    on, off = (final_stats(s.sched_log) for s in res.steps)
+    print("default: enq_handoff", on["enq_handoff"], "| off:", off["enq_handoff"])
+    assert on["enq_handoff"] > 0 and off["enq_handoff"] == 0, (on["enq_handoff"], off["enq_handoff"])
