@@ -19,7 +19,10 @@ docs/test-calibration/NAME.json. From it, with s of n default rounds reaching th
 - the false-failure rate is exact over the two binomials: 1 - sum over a, b of Bin(a; rounds, p_on) *
   Bin(b; rounds, p_off) for the (a, b) that pass;
 - the escape rate (the test passing with the mechanism off, so both sides drawn from the off distribution) is
-  the same sum with p_off on both sides, p_off at its point estimate t / m.
+  the same sum with p_off on both sides, p_off at its point estimate t / m; or, when larger, the mean over the
+  calibration boots of that sum at each boot's own off rate. The off rate can differ from boot to boot (the pair
+  test's: 0 to 2 of 6 rounds per boot); a test run is one boot, and its escape is the mixture over boots, which
+  the pooled rate understates.
 
 `check()` refuses a bar with fewer than MIN_BOOTS calibration boots, a false-failure rate above 1/200 or an
 escape rate above 1/20; the test calls `judge()`, which checks first and then applies the verdict. Rounds of one
@@ -131,7 +134,17 @@ def assess(bar: Bar, calibration: dict) -> Assessment:
     p_on, p_off = on_rate_low(s, len(on)), off_rate_high(t, len(off))
     return Assessment(boots=len(calibration["boots"]), on_rounds=len(on), on_reached=s, off_rounds=len(off),
                       off_reached=t, p_on=p_on, p_off=p_off, false_failure=bar.false_failure(p_on, p_off),
-                      escape=bar.escape(t / len(off)) if off else 1.0)
+                      escape=escape(bar, calibration))
+
+
+def escape(bar: Bar, calibration: dict) -> float:
+    """The bar's escape rate under @calibration: at the pooled off rate, or the mean over boots of the rate at
+    each boot's own off rate when that is larger (1 with no off rounds)."""
+    off = [x for b in calibration["boots"] for x in b["off"]]
+    if not off:
+        return 1.0
+    by_boot = [bar.escape(bar.reached(b["off"]) / len(b["off"])) for b in calibration["boots"] if b["off"]]
+    return max(bar.escape(bar.reached(off) / len(off)), sum(by_boot) / len(by_boot))
 
 
 def problems(bar: Bar, a: Assessment) -> list[str]:
@@ -155,12 +168,11 @@ def design(bar: Bar, calibration: dict, max_rounds: int = 12) -> Bar | None:
     from dataclasses import replace
     probe = assess(replace(bar, rounds=1, need=1, gap=0), calibration)
     p_on, p_off = probe.p_on, probe.p_off
-    p_off_point = probe.off_reached / probe.off_rounds if probe.off_rounds else 1.0
     for rounds in range(1, max_rounds + 1):
         for need in range(1, rounds + 1):
             for gap in range(need, 0, -1):
                 b = replace(bar, rounds=rounds, need=need, gap=gap)
-                if b.false_failure(p_on, p_off) <= MAX_FALSE_FAILURE and b.escape(p_off_point) <= MAX_ESCAPE:
+                if b.false_failure(p_on, p_off) <= MAX_FALSE_FAILURE and escape(b, calibration) <= MAX_ESCAPE:
                     return b
     return None
 

@@ -60,6 +60,20 @@ def test_too_few_boots_a_flaky_default_or_a_strong_off_switch_are_refused():
     assert any("escape" in p for p in strong_off)
 
 
+def test_an_off_rate_that_differs_by_boot_is_judged_boot_by_boot():
+    """Off rounds reaching the bar 2 of 40 times: spread over 2 boots, or both in one boot (2 of its 4, as the pair
+    test's off switch did): the same pooled rate, but a test run is one boot, and in that boot the test passes
+    with the mechanism off a third of the time, which the mixture over boots counts and the pooled rate does not."""
+    def cal(offs):
+        return {"boots": [{"on": [0.95] * 4, "off": [0.9] * k + [0.5] * (4 - k)} for k in offs]}
+    spread, clustered = cal([1, 1] + [0] * 8), cal([2] + [0] * 9)
+    pooled = BAR.escape(2 / 40)
+    assert th.escape(BAR, clustered) == pytest.approx(max(pooled, BAR.escape(0.5) / 10))
+    assert th.escape(BAR, clustered) > 2 * pooled
+    assert th.escape(BAR, spread) == pytest.approx(max(pooled, 2 * BAR.escape(0.25) / 10))
+    assert th.escape(BAR, cal([0] * 10)) == 0.0 and th.escape(BAR, {"boots": []}) == 1.0
+
+
 def test_design_finds_the_fewest_rounds_that_meet_both_limits():
     cal = boots(10, [0.95] * 4, [0.9, 0.5, 0.5, 0.5])  # default 40/40, off 10/40
     b = th.design(BAR, cal)
