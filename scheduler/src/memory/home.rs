@@ -12,7 +12,8 @@
 //! a node's room is its CPUs, capped at its fair share of all candidates'
 //! busy threads plus NUMA_IMBALANCE_MIN, so a lone process that the NUMA
 //! policy would spread (8 threads on 2 x 8 CPUs) gets no home. Processes
-//! with a pinned thread are left out. The plan goes to BPF (proc_home, via
+//! with a pinned thread are left out (a homed process only once the pin has
+//! lasted from one pass to the next: pin_counts()). The plan goes to BPF (proc_home, via
 //! the main loop), and home.bpf.c keeps the threads there.
 //!
 //! Thread homes (van Riel 2014's case, `--no-thread-home` to turn off): a
@@ -210,6 +211,17 @@ pub fn assign_thread_homes(spanning: &[ThreadCand], room: &mut [usize]) -> HashM
     out
 }
 
+/// Whether thread @tid of a process, found pinned now, takes the process's
+/// homes away (it has chosen its CPUs). Not when the process has homes and
+/// the last plan did not find @tid pinned: a pin gone by the next plan (a
+/// thread moved with taskset and let go) is a move, not a choice, and
+/// dropping the homes would re-home every thread where it happens to be.
+/// A pin that lasts takes them away one plan later; a process found
+/// pinned before it had homes never gets any.
+pub fn pin_counts(tid: u32, homed: bool, pinned_last: &std::collections::HashSet<u32>) -> bool {
+    !homed || pinned_last.contains(&tid)
+}
+
 /// The whole plan. Process homes first: assign_nodes() within rooms(), so
 /// two 4-thread processes on 2 x 4 CPUs get a node each and one 8-thread
 /// process on 2 x 8 CPUs gets none (it is spread). Then thread homes for
@@ -242,14 +254,22 @@ impl Placer {
                 .find(|&&tid| get_affinity(tid).is_some_and(|cur| !all.iter().all(|c| cur.contains(c))))
                 .copied()
         };
+        let homed = |pid: u32| {
+            self.home_plan.procs.contains_key(&pid) || self.home_plan.threads.values().any(|&(p, _)| p == pid)
+        };
         let mut why: HashMap<u32, HomeWhy> = HashMap::new();
+        let mut pinned_now = std::collections::HashSet::new();
         for (&pid, p) in &self.procs {
             if p.busy < 2 {
                 why.insert(pid, HomeWhy::FewBusy { busy: p.busy });
             } else if let Some(tid) = pinned(pid, p) {
-                why.insert(pid, HomeWhy::Pinned { tid });
+                pinned_now.insert(tid);
+                if pin_counts(tid, homed(pid), &self.pinned_last) {
+                    why.insert(pid, HomeWhy::Pinned { tid });
+                }
             }
         }
+        self.pinned_last = pinned_now;
         let mut cands: Vec<NodeCand> = self
             .procs
             .iter()
@@ -368,6 +388,20 @@ mod tests {
         // more busy threads than the machine: each node's room is its CPUs
         let big = [cand(5, 6, 900, Some(0), None), cand(6, 6, 800, Some(1), None)];
         assert!(homes(&big, &[4, 4]).is_empty());
+    }
+
+    #[test]
+    fn a_pin_takes_homes_away_only_when_it_lasts_or_came_first() {
+        let none = std::collections::HashSet::new();
+        let last: std::collections::HashSet<u32> = [7].into_iter().collect();
+        // a process without homes found pinned: no homes
+        assert!(pin_counts(7, false, &none));
+        // a homed process with a thread pinned for the first time: homes kept for this plan
+        assert!(!pin_counts(7, true, &none));
+        // still pinned at the next plan: homes taken away
+        assert!(pin_counts(7, true, &last));
+        // another thread pinned for the first time: kept again
+        assert!(!pin_counts(8, true, &last));
     }
 
     #[test]

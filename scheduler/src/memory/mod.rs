@@ -286,6 +286,8 @@ pub(crate) struct Placer {
     pub(crate) homes: Arc<Mutex<Homes>>,
     /// the home plan last published (home.rs)
     pub(crate) home_plan: HomePlan,
+    /// threads found pinned by the last home plan (home.rs pin_counts())
+    pub(crate) pinned_last: std::collections::HashSet<u32>,
     pub(crate) procs: HashMap<u32, Proc>,
     budget: Budget,
     /// move_pages(2) calls that move, per second (migrate::MOVE_CALLS_PER_S)
@@ -350,6 +352,7 @@ impl Placer {
             stats,
             homes,
             home_plan: HomePlan::default(),
+            pinned_last: Default::default(),
             procs: HashMap::new(),
             budget,
             call_budget: Budget::per_second(migrate::MOVE_CALLS_PER_S),
