@@ -211,15 +211,15 @@ pub fn assign_thread_homes(spanning: &[ThreadCand], room: &mut [usize]) -> HashM
     out
 }
 
-/// Whether thread @tid of a process, found pinned now, takes the process's
-/// homes away (it has chosen its CPUs). Not when the process has homes and
-/// the last plan did not find @tid pinned: a pin gone by the next plan (a
-/// thread moved with taskset and let go) is a move, not a choice, and
-/// dropping the homes would re-home every thread where it happens to be.
-/// A pin that lasts takes them away one plan later; a process found
-/// pinned before it had homes never gets any.
-pub fn pin_counts(tid: u32, homed: bool, pinned_last: &std::collections::HashSet<u32>) -> bool {
-    !homed || pinned_last.contains(&tid)
+/// Whether a process with a thread found pinned now loses its homes (it
+/// has chosen its CPUs). Not when it has homes and the last plan found none
+/// of its threads pinned: a pin gone by the next plan (a thread moved with
+/// taskset and let go) is a move, not a choice, and dropping the homes would
+/// re-home every thread where it happens to be. A pin that lasts takes them
+/// away one plan later; a process found pinned before it had homes never
+/// gets any. @pinned_last: the processes the last plan found pinned.
+pub fn pin_counts(pid: u32, homed: bool, pinned_last: &std::collections::HashSet<u32>) -> bool {
+    !homed || pinned_last.contains(&pid)
 }
 
 /// The whole plan. Process homes first: assign_nodes() within rooms(), so
@@ -263,8 +263,8 @@ impl Placer {
             if p.busy < 2 {
                 why.insert(pid, HomeWhy::FewBusy { busy: p.busy });
             } else if let Some(tid) = pinned(pid, p) {
-                pinned_now.insert(tid);
-                if pin_counts(tid, homed(pid), &self.pinned_last) {
+                pinned_now.insert(pid);
+                if pin_counts(pid, homed(pid), &self.pinned_last) {
                     why.insert(pid, HomeWhy::Pinned { tid });
                 }
             }
@@ -396,11 +396,11 @@ mod tests {
         let last: std::collections::HashSet<u32> = [7].into_iter().collect();
         // a process without homes found pinned: no homes
         assert!(pin_counts(7, false, &none));
-        // a homed process with a thread pinned for the first time: homes kept for this plan
+        // a homed process found pinned for the first time: homes kept for this plan
         assert!(!pin_counts(7, true, &none));
-        // still pinned at the next plan: homes taken away
+        // still pinned at the next plan (whichever of its threads): homes taken away
         assert!(pin_counts(7, true, &last));
-        // another thread pinned for the first time: kept again
+        // another process found pinned for the first time: kept
         assert!(!pin_counts(8, true, &last));
     }
 

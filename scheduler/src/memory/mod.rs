@@ -286,7 +286,7 @@ pub(crate) struct Placer {
     pub(crate) homes: Arc<Mutex<Homes>>,
     /// the home plan last published (home.rs)
     pub(crate) home_plan: HomePlan,
-    /// threads found pinned by the last home plan (home.rs pin_counts())
+    /// processes found with a pinned thread by the last home plan (home.rs pin_counts())
     pub(crate) pinned_last: std::collections::HashSet<u32>,
     pub(crate) procs: HashMap<u32, Proc>,
     budget: Budget,
