@@ -238,6 +238,7 @@ impl<'a> Scheduler<'a> {
     ) -> Result<Self> {
         // libbpf's output goes through init_logging() (main); do not
         // call obj_builder.debug(), which would replace that callback.
+        let t_open = std::time::Instant::now();
         let builder = BpfSkelBuilder::default();
         let mut skel = scx_ops_open!(
             builder,
@@ -262,12 +263,21 @@ impl<'a> Scheduler<'a> {
             skel.progs.locality_update_idle.set_autoload(false);
         }
 
+        let t_load = std::time::Instant::now();
         let mut skel = scx_ops_load!(skel, locality_ops, uei)?;
+        let t_attach = std::time::Instant::now();
 
         // Last chance to notice another scheduler before attaching: gives
         // the right exit code instead of a generic attach failure.
         check_not_busy()?;
         let link = scx_ops_attach!(skel, locality_ops)?;
+        // where a slow start goes (the verifier's share is in "load")
+        debug!(
+            "start: open {} ms, load {} ms, attach {} ms",
+            t_load.duration_since(t_open).as_millis(),
+            t_attach.duration_since(t_load).as_millis(),
+            t_attach.elapsed().as_millis()
+        );
 
         // one socket: the statistics ("top") and explain's targets
         let data = explain::serve::add_targets(stats::server_data());

@@ -40,8 +40,7 @@ u64 decide_tat[MAX_CPUS];	/* per CPU: the bucket's theoretical arrival time */
 u32 decide_nr[MAX_CPUS];	/* per CPU: calls, for the 1-in-N timing */
 u32 decide_refusals[MAX_CPUS];	/* per CPU: refusals seen, for decide_refused()'s sample */
 
-static __always_inline void emit(struct task_struct *p, u32 kind, s32 from_cpu, s32 to_cpu,
-				 u32 rule, u32 me)
+static __always_inline void emit(u64 ids, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule, u32 me)
 {
 	struct decision *d;
 	u64 now = scx_bpf_now(), tat = decide_tat[me];
@@ -58,8 +57,8 @@ static __always_inline void emit(struct task_struct *p, u32 kind, s32 from_cpu, 
 		return;
 	}
 	d->at_ns = bpf_ktime_get_ns();
-	d->pid = p->pid;
-	d->tgid = p->tgid;
+	d->pid = (u32)ids;
+	d->tgid = ids >> 32;
 	d->from_cpu = from_cpu;
 	d->to_cpu = to_cpu;
 	d->kind = kind;
@@ -68,21 +67,25 @@ static __always_inline void emit(struct task_struct *p, u32 kind, s32 from_cpu, 
 	stat_inc(STAT_DECIDE_EMIT);
 }
 
-/* one call in DECIDE_TIME_EVERY is timed whole, dropped or written */
-__hidden void decide_emit(struct task_struct *p __arg_trusted, u32 kind, s32 from_cpu, s32 to_cpu,
-			  u32 rule)
+/*
+ * One call in DECIDE_TIME_EVERY is timed whole, dropped or written. @ids:
+ * tgid << 32 | pid (decide_emit()). A global function, so the verifier
+ * checks it once rather than at each of its many call sites.
+ */
+int decide_record(u64 ids, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule)
 {
 	u32 me = bpf_get_smp_processor_id() & CPU_MASK;
 	u64 t0;
 
 	if (!decide_period_ns)
-		return;
+		return 0;
 	if (decide_nr[me]++ % DECIDE_TIME_EVERY) {
-		emit(p, kind, from_cpu, to_cpu, rule, me);
-		return;
+		emit(ids, kind, from_cpu, to_cpu, rule, me);
+		return 0;
 	}
 	t0 = bpf_ktime_get_ns();
-	emit(p, kind, from_cpu, to_cpu, rule, me);
+	emit(ids, kind, from_cpu, to_cpu, rule, me);
 	stat_inc(STAT_DECIDE_TIMED);
 	stat_add(STAT_DECIDE_TIMED_NS, bpf_ktime_get_ns() - t0);
+	return 0;
 }

@@ -10,7 +10,13 @@ static __always_inline void decide_why(struct task_ctx *t, u32 rule)
 		t->why = rule;
 }
 
-void decide_emit(struct task_struct *p, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule);
+int decide_record(u64 ids, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule);
+
+/* record that @p (kind DECIDE_*) went or was kept from going @from_cpu -> @to_cpu by @rule */
+static __always_inline void decide_emit(struct task_struct *p, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule)
+{
+	decide_record((u64)p->tgid << 32 | (u32)p->pid, kind, from_cpu, to_cpu, rule);
+}
 
 extern u32 decide_refusals[MAX_CPUS];
 

@@ -10,11 +10,14 @@
  * used everywhere are static inline here; each mechanism's interface to
  * the others is declared in its own header (numa.bpf.h, ...).
  *
- * Functions one unit calls in another are global (__hidden: visible to
- * the linker, not exported in the skeleton). The verifier checks a global
- * function on its own, not in each caller's context, so its arguments are
- * scalars, trusted task pointers (__arg_trusted) or nullable pointers to
- * task_ctx, and it checks what it indexes with them.
+ * Functions one unit calls in another are __hidden: visible to the
+ * linker, not exported in the skeleton. libbpf gives hidden functions
+ * static linkage, so the verifier checks one again at every call, in the
+ * caller's state. The few called from many sites or inside loops are
+ * plain global functions instead (decide_record(), steal_from(),
+ * numa_load_cpu(), numa_nr_now()): the verifier checks those once, on
+ * their own, so their arguments are scalars and they check what they
+ * index with them. The verifier's cost per function: `bin/lab verifier`.
  */
 #ifndef __LOCALITY_BPF_H
 #define __LOCALITY_BPF_H

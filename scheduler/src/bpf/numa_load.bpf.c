@@ -101,14 +101,14 @@ __hidden void numa_placed_moved(s32 from_cpu, s32 to_cpu)
  * numaq4, they were the shell and the programs not placed yet, counted
  * where they waited a moment; counting them sent a program onto a node that
  * already ran one. The count is kept in nr_now_acc[this CPU], and the
- * function is global: with a local count the verifier followed every CPU of
- * every node and gave up.
+ * function is global (no __hidden, see locality.bpf.h): with a local
+ * count the verifier followed every CPU of every node and gave up.
  */
 struct nr_now_acc {
 	u32 busy, queued, free;
 } nr_now_acc[MAX_CPUS];
 
-__hidden __noinline u32 numa_nr_now(u32 n, s32 self_cpu)
+__noinline u32 numa_nr_now(u32 n, s32 self_cpu)
 {
 	const struct cpumask *idle;
 	u32 i, me = bpf_get_smp_processor_id() & CPU_MASK;
@@ -215,8 +215,12 @@ static __always_inline u32 numa_busy_share(u32 c, u64 now, u64 gap, bool busy)
 	return (d << LOAD_SHIFT) / gap;
 }
 
-/* One sample of CPU @c: @nr runnable tasks, @busy not idle now. */
-__hidden void numa_load_cpu(u32 c, u32 nr, bool busy)
+/*
+ * One sample of CPU @c: @nr runnable tasks, @busy not idle now. Global
+ * (checked once by the verifier): the heartbeat calls it in its loop over
+ * the CPUs, whose iterations the verifier would otherwise walk through it.
+ */
+void numa_load_cpu(u32 c, u32 nr, bool busy)
 {
 	u32 l = cpu_llc[c & CPU_MASK], n = cpu_node[c & CPU_MASK], v, u;
 

@@ -156,10 +156,18 @@ static __always_inline u32 steal_rule(s32 cpu, s32 victim, u32 flags)
 }
 
 /*
- * Move one task from @victim's DSQ to @cpu's local DSQ. Not inlined: it is
- * called from every level and holds the only DSQ iterator.
+ * STEAL_SCAN_MAX, read from a writable variable: the verifier does not
+ * know its value, so the scan below does not decide its exit on a known
+ * count, and the verifier walks the loop once instead of once per task.
  */
-static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
+u32 steal_scan_max = STEAL_SCAN_MAX;
+
+/*
+ * Move one task from @victim's DSQ to @cpu's local DSQ. A global function:
+ * every level calls it, and the verifier checks a global function once
+ * instead of at each call site and each state of the scan loops.
+ */
+__noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 {
 	struct task_struct *p;
 	struct task_ctx *tctx = NULL;
@@ -170,7 +178,7 @@ static __noinline bool steal_from(s32 cpu, s32 victim, u32 flags)
 	u64 dsq = flags & STEAL_PINNED ? pinned_dsq(victim) : (u64)victim;
 
 	bpf_for_each(scx_dsq, p, dsq, 0) {
-		if (++seen > STEAL_SCAN_MAX)
+		if (++seen > steal_scan_max)
 			break;
 		if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
