@@ -270,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--update", action="store_true", help="rewrite the machine's section of the baseline file")
     s.add_argument("--baseline", default="", help="another baseline file (default scheduler/verifier-baseline.toml)")
     s.add_argument("--no-build", action="store_true", help="do not run cargo build for scx_locality first")
+    s.add_argument("--functions", action="store_true",
+                   help="also print, per large program, the functions the verifier spent most instructions in "
+                        "(a static function counts at every call; the kernel must report them, as 7.x does)")
     s.set_defaults(func=cmd_verifier)
     return p
 

@@ -31,7 +31,7 @@ import io
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
@@ -53,6 +53,9 @@ LOAD_LIMIT_S = 300
 STATS_RE = re.compile(r"processed (\d+) insns \(limit \d+\) max_states_per_insn \d+ total_states (\d+) "
                       r"peak_states (\d+)")
 TIME_RE = re.compile(r"verification time (\d+) usec")
+# The kernel's per-function line of the same summary (7.x): the instructions processed in the function itself and
+# with its callees, where the static ones are counted at every call.
+SUBPROG_RE = re.compile(r"subprog \d+ \((\w+)\) (\w+) insns_self (\d+) insns_total (\d+)")
 STATUS_RE = re.compile(r"^verifier-load: (\S+) state=(\S+) rc=(-?\d+)", re.M)
 KNAME_LEN = 15  # the kernel keeps 15 characters of a program's name (BPF_OBJ_NAME_LEN less the NUL)
 
@@ -71,14 +74,26 @@ class Stats:
         return getattr(self, metric)
 
 
+@dataclass(frozen=True)
+class Function:
+    """One function of a program as the verifier walked it: static (checked at each call, in the caller's state)
+    or global (checked once); the instructions it processed itself and with its callees."""
+    name: str
+    linkage: str
+    insns_self: int
+    insns_total: int
+
+
 @dataclass
 class Measured:
     """One configuration's programs: name -> Stats, name -> verification time (us), loads the kernel refused
-    (name -> errno), and the loads of programs that are not scx_locality's (libbpf's feature probes)."""
+    (name -> errno), the loads of programs that are not scx_locality's (libbpf's feature probes), and per
+    program its functions (when the kernel reports them)."""
     programs: dict[str, Stats]
     time_us: dict[str, int]
     refused: dict[str, int]
     other: list[str]
+    functions: dict[str, list[Function]] = field(default_factory=dict)
 
 
 # Programs the sched_ext headers (scx_cargo's scx/common.bpf.h) put into every scheduler's object, loaded with it.
@@ -124,7 +139,24 @@ def parse_verifstats(text: str, names: set[str]) -> Measured:
         t = TIME_RE.search(log)
         if t:
             m.time_us[name] = int(t.group(1))
+        funcs = [Function(f, link, int(a), int(b)) for f, link, a, b in SUBPROG_RE.findall(log)]
+        if funcs:
+            m.functions[name] = funcs
     return m
+
+
+def format_functions(measured: Measured, min_insns: int = 1000, top: int = 6) -> str:
+    """Where the verifier's work goes: for each program of at least @min_insns processed instructions, its
+    @top functions by instructions processed in the function itself (a static one once per call)."""
+    out = []
+    for prog in sorted(measured.programs, key=lambda p: -measured.programs[p].insns):
+        if measured.programs[prog].insns < min_insns or prog not in measured.functions:
+            continue
+        funcs = sorted(measured.functions[prog], key=lambda f: -f.insns_self)[:top]
+        out.append(f"{prog} ({measured.programs[prog].insns:,} insns): " +
+                   ", ".join(f"{f.name} {f.insns_self:,}{'' if f.linkage != 'global' else ' (global)'}"
+                             for f in funcs))
+    return "\n".join(out)
 
 
 # ---- the baseline file ----
@@ -353,6 +385,12 @@ def main(args) -> int:
         if ms.other:
             print(f"({label}: {len(ms.other)} other loads not of scx_locality's programs, libbpf's feature "
                   f"probes: {', '.join(sorted(set(ms.other)))})")
+    if getattr(args, "functions", False):
+        for label, ms in measured.items():
+            text = format_functions(ms)
+            if text:
+                print(f"{label}: the functions that cost the verifier most, instructions processed in each:")
+                print(text)
     print(f"run folder: {res.run_dir}")
     if args.update:
         base[m.name] = {"kernel": rel, "configs": {label: ms.programs for label, ms in measured.items()}}

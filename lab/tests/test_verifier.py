@@ -37,6 +37,23 @@ def test_parse_names_programs_and_sets_aside_probes_and_refusals():
     assert sorted(m.other) == ["-", "libbpf_nametest"]
 
 
+def test_functions_come_from_the_subprog_lines_and_the_largest_are_shown():
+    log = ("verification time 11089931 usec | stack depth max 304 | "
+           "subprog 0 (locality_init) main insns_self 434 insns_total 364895 stack 32 | "
+           "subprog 3 (iwq_timerfn) static insns_self 6727 insns_total 364176 stack 96 | "
+           "subprog 5 (numa_load_cpu) static insns_self 350970 insns_total 350970 stack 16 | "
+           "subprog 9 (decide_record) global insns_self 217 insns_total 217 stack 24 | "
+           "processed 364895 insns (limit 1000000) max_states_per_insn 15 total_states 12706 peak_states 26467 "
+           "mark_read 0")
+    m = verifier.parse_verifstats(f"verifstats: locality_init\trc=5\t{log}\n" + line("memory_fault", i=42), NAMES)
+    assert m.functions["locality_init"][1] == verifier.Function("iwq_timerfn", "static", 6727, 364176)
+    assert "memory_fault" not in m.functions  # an older kernel's summary: no per-function lines
+    text = verifier.format_functions(m, top=2).splitlines()
+    assert text == ["locality_init (364,895 insns): numa_load_cpu 350,970, iwq_timerfn 6,727"]
+    assert "decide_record 217 (global)" in verifier.format_functions(m, top=4)
+    assert verifier.format_functions(m, min_insns=400000) == ""
+
+
 def test_a_load_without_a_stats_line_is_an_error():
     with pytest.raises(verifier.VerifierError, match="locality_init.*no stats line"):
         verifier.parse_verifstats("verifstats: locality_init\trc=4\tstack depth 8", NAMES)
