@@ -305,7 +305,7 @@ __hidden bool idle_claim_cpu(s32 cpu)
 }
 
 /* Claim an idle CPU of LLC @llc allowed for @p (of a whole idle core if @core), or -1. */
-__hidden s32 idle_pick_llc(struct task_struct *p __arg_trusted, u32 llc, bool core)
+s32 idle_pick_llc(struct task_struct *p __arg_trusted, u32 llc, bool core)
 {
 	if (llc >= MAX_LLCS)
 		return -1;
@@ -320,7 +320,7 @@ __hidden s32 idle_pick_llc(struct task_struct *p __arg_trusted, u32 llc, bool co
  * skips LLC @skip_llc (already searched); the built-in pick re-checks it,
  * which is harmless.
  */
-__hidden s32 idle_pick_node(struct task_struct *p __arg_trusted, u32 node, u32 skip_llc)
+s32 idle_pick_node(struct task_struct *p __arg_trusted, u32 node, u32 skip_llc)
 {
 	if (node >= MAX_NODES)
 		return -1;

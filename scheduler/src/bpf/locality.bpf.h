@@ -15,9 +15,11 @@
  * static linkage, so the verifier checks one again at every call, in the
  * caller's state. The few called from many sites or inside loops are
  * plain global functions instead (decide_record(), steal_from(),
- * numa_load_cpu(), numa_nr_now()): the verifier checks those once, on
- * their own, so their arguments are scalars and they check what they
- * index with them. The verifier's cost per function: `bin/lab verifier`.
+ * numa_load_cpu(), numa_nr_now(), idle_pick_llc(), idle_pick_node()):
+ * the verifier checks those once, on their own, so their arguments are
+ * scalars or trusted task pointers (__arg_trusted) and they check what
+ * they index with them. The verifier's cost per function:
+ * `bin/lab verifier --functions`.
  */
 #ifndef __LOCALITY_BPF_H
 #define __LOCALITY_BPF_H
