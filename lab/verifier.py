@@ -154,7 +154,7 @@ def format_functions(measured: Measured, min_insns: int = 1000, top: int = 6) ->
             continue
         funcs = sorted(measured.functions[prog], key=lambda f: -f.insns_self)[:top]
         out.append(f"{prog} ({measured.programs[prog].insns:,} insns): " +
-                   ", ".join(f"{f.name} {f.insns_self:,}{'' if f.linkage != 'global' else ' (global)'}"
+                   ", ".join(f"{f.name} {f.insns_self:,}{' (global)' if f.linkage == 'global' else ''}"
                              for f in funcs))
     return "\n".join(out)
 
@@ -385,7 +385,7 @@ def main(args) -> int:
         if ms.other:
             print(f"({label}: {len(ms.other)} other loads not of scx_locality's programs, libbpf's feature "
                   f"probes: {', '.join(sorted(set(ms.other)))})")
-    if getattr(args, "functions", False):
+    if args.functions:
         for label, ms in measured.items():
             text = format_functions(ms)
             if text:

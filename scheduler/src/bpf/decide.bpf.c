@@ -72,20 +72,19 @@ static __always_inline void emit(u64 ids, u32 kind, s32 from_cpu, s32 to_cpu, u3
  * tgid << 32 | pid (decide_emit()). A global function, so the verifier
  * checks it once rather than at each of its many call sites.
  */
-int decide_record(u64 ids, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule)
+void decide_record(u64 ids, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule)
 {
 	u32 me = bpf_get_smp_processor_id() & CPU_MASK;
 	u64 t0;
 
 	if (!decide_period_ns)
-		return 0;
+		return;
 	if (decide_nr[me]++ % DECIDE_TIME_EVERY) {
 		emit(ids, kind, from_cpu, to_cpu, rule, me);
-		return 0;
+		return;
 	}
 	t0 = bpf_ktime_get_ns();
 	emit(ids, kind, from_cpu, to_cpu, rule, me);
 	stat_inc(STAT_DECIDE_TIMED);
 	stat_add(STAT_DECIDE_TIMED_NS, bpf_ktime_get_ns() - t0);
-	return 0;
 }

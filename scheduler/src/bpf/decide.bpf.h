@@ -10,7 +10,7 @@ static __always_inline void decide_why(struct task_ctx *t, u32 rule)
 		t->why = rule;
 }
 
-int decide_record(u64 ids, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule);
+void decide_record(u64 ids, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule);
 
 /* record that @p (kind DECIDE_*) went or was kept from going @from_cpu -> @to_cpu by @rule */
 static __always_inline void decide_emit(struct task_struct *p, u32 kind, s32 from_cpu, s32 to_cpu, u32 rule)
