@@ -43,7 +43,9 @@
  * (cpu_sibs) are set. A search walks the LLC's (node's) lines from a
  * per-waker rotating line and bit, so that concurrent wakers spread out,
  * reads each line's word once, and for each set bit skips CPUs outside
- * p->cpus_ptr. Loops are bounded by the line count and by 8.
+ * p->cpus_ptr. Like the built-in pick it takes a CPU of a whole idle core
+ * before any other idle CPU, unless --no-idle-core. Loops are bounded by
+ * the line count and by 8.
  *
  * Claiming a CPU: a plain read of its word first (no line ownership taken
  * when the bit is clear), then an atomic fetch-and-clear of its bit; only
@@ -181,9 +183,12 @@ static __always_inline bool sparse_core_idle(u32 cpu)
 /*
  * Walk lines list[start..end) (the LLC's own lines llc_line_off[start..end)
  * if @is_llc, else node_lines[start..end) of node @node) from a rotating
- * line and bit; claim the first CPU that is idle (whole core idle if
- * @core), allowed for @p, of node @node (node walks) and not in LLC
- * @skip_llc (-1: none).
+ * line and bit; claim the first CPU that is idle, allowed for @p, of node
+ * @node (node walks) and not in LLC @skip_llc (-1: none), of a whole idle
+ * core if @core. Without @core a CPU of a whole idle core still comes
+ * first, the first other idle CPU seen being claimed only when the walk
+ * found no idle core, as scx_bpf_pick_idle_cpu() does without
+ * SCX_PICK_IDLE_CORE; --no-idle-core drops that preference.
  */
 static __always_inline s32 sparse_walk(struct task_struct *p, u32 start,
 				       u32 end, bool is_llc, u32 node,
@@ -191,6 +196,8 @@ static __always_inline s32 sparse_walk(struct task_struct *p, u32 start,
 {
 	u32 zero = 0, n, first, first_bit, i, *rot;
 	bool all = p->nr_cpus_allowed >= (int)nr_cpus;
+	bool core_first = core || !no_idle_core;
+	s32 spare = -1;
 
 	if (end <= start || end > MAX_CPUS)
 		return -1;
@@ -226,14 +233,19 @@ static __always_inline s32 sparse_walk(struct task_struct *p, u32 start,
 			cpu = llc_cpus[idle_rule_line_cpu(lcpu, lfirst, line, bit) & CPU_MASK] & CPU_MASK;
 			if (!is_llc && cpu_node[cpu] != node)
 				continue;
-			if (core && !sparse_core_idle(cpu))
-				continue;
 			if (!all && !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 				continue;
+			if (core_first && !sparse_core_idle(cpu)) {
+				if (!core && spare < 0)
+					spare = cpu;
+				continue;
+			}
 			if (sparse_claim(cpu))
 				return cpu;
 		}
 	}
+	if (spare >= 0 && sparse_claim(spare))
+		return spare;
 	return -1;
 }
 
@@ -322,11 +334,13 @@ s32 idle_pick_llc(struct task_struct *p __arg_trusted, u32 llc, bool core)
  */
 s32 idle_pick_node(struct task_struct *p __arg_trusted, u32 node, u32 skip_llc)
 {
+	u32 n = node & NODE_MASK;	/* the bound, kept where the compiler reloads @node */
+
 	if (node >= MAX_NODES)
 		return -1;
 	if (sparse_idle)
-		return sparse_walk(p, node_line_off[node], node_line_off[node + 1],
-				   false, node, false, skip_llc);
+		return sparse_walk(p, node_line_off[n], node_line_off[n + 1], false, node,
+				   false, skip_llc);
 	return builtin_pick(p, node_cpumask(node), false);
 }
 
