@@ -490,17 +490,32 @@ IDLE_CORE = thresholds.Bar(name="idle-core-own-core",
                            bar=0.8, higher=True, rounds=6, need=2, gap=1)
 IDLE_CORE_SCHEDS = ("scx_locality", "scx_locality:--no-idle-core")
 
+# The same case and bar with the wake-up search over the sparse idle flags (--sparse-idle) instead of the kernel's
+# idle masks. The flags have no off switch of their own (without them the search reads the masks), so the gap is
+# to the same search without its idle-core step (IDLE_CORE's off step): the flags must tell a whole idle core from
+# an idle sibling as the masks do. Same rounds as IDLE_CORE: both are judged in the test's one boot.
+SPARSE_IDLE_CORE = thresholds.Bar(name="sparse-idle-own-core",
+                                  figure="3 workers forked on node 0 each on a core of its own, sparse idle flags "
+                                         "(idle-core on haswell2s)",
+                                  bar=0.8, higher=True, rounds=IDLE_CORE.rounds, need=2, gap=1)
+SPARSE_IDLE_SCHEDS = ("scx_locality:--sparse-idle", "scx_locality:--no-idle-core")
 
-def idle_core_rounds(tmp_path):
-    """The steps, and the workers' own-core share per round, default then off."""
+
+def idle_core_rounds(tmp_path, scheds):
+    """The steps, and the workers' own-core share per round for each scheduler of @scheds in order (one boot)."""
     seconds = "/".join(str(5 + i) for i in range(IDLE_CORE.rounds))
-    return colocation_rounds(tmp_path, IDLE_CORE, "haswell2s", IDLE_CORE_SCHEDS, f"idle-core:seconds={seconds}",
+    return colocation_rounds(tmp_path, IDLE_CORE, "haswell2s", scheds, f"idle-core:seconds={seconds}",
                              lambda co: co["own_core_after_start"] / co["pair_ticks_after_start"])
 
 
 @thresholds.measures(IDLE_CORE)
 def measure_idle_core(tmp_path):
-    return idle_core_rounds(tmp_path)[1]
+    return idle_core_rounds(tmp_path, IDLE_CORE_SCHEDS)[1]
+
+
+@thresholds.measures(SPARSE_IDLE_CORE)
+def measure_sparse_idle_core(tmp_path):
+    return idle_core_rounds(tmp_path, SPARSE_IDLE_SCHEDS)[1]
 
 
 def test_idle_core_search_gives_each_worker_a_core_haswell2s(tmp_path):
@@ -512,12 +527,24 @@ def test_idle_core_search_gives_each_worker_a_core_haswell2s(tmp_path):
     Each scheduler runs IDLE_CORE.rounds rounds (the same case for 5, 6, ... s); the test passes when at least
     `need` default rounds reach the bar and `gap` more default rounds than off rounds do. The bar, the round count
     and the false-failure rate (at most 1/200, computed by lab/thresholds.py from the rounds recorded in
-    docs/test-calibration/idle-core-own-core.json) are checked before the verdict."""
+    docs/test-calibration/idle-core-own-core.json) are checked before the verdict.
+
+    In the same boot the search runs over Sistare's sparse idle flags (--sparse-idle: idle.bpf.c keeps them from
+    ops.update_idle and walks them instead of the kernel's masks), judged the same way against SPARSE_IDLE_CORE
+    (docs/test-calibration/sparse-idle-own-core.json) with --no-idle-core's rounds as the off side: flags that
+    were not kept, or that could not tell an idle core from an idle sibling, leave the workers on shared cores
+    (as the sparse walk did when it took the first idle CPU it met: 26-62% of the samples)."""
     thresholds.check(IDLE_CORE)
-    steps, rounds = idle_core_rounds(tmp_path)
-    thresholds.judge(IDLE_CORE, *rounds)
-    on, off = (steps[k]["final_stats"] for k in IDLE_CORE_SCHEDS)
+    thresholds.check(SPARSE_IDLE_CORE)
+    scheds = IDLE_CORE_SCHEDS + SPARSE_IDLE_SCHEDS[:1]
+    steps, (on_rounds, off_rounds, sparse_rounds) = idle_core_rounds(tmp_path, scheds)
+    thresholds.judge(IDLE_CORE, on_rounds, off_rounds)
+    thresholds.judge(SPARSE_IDLE_CORE, sparse_rounds, off_rounds)
+    on, off, sparse = (steps[k]["final_stats"] for k in scheds)
     assert on["pick_llc_core"] > 0 and off["pick_llc_core"] == 0, (on["pick_llc_core"], off["pick_llc_core"])
+    # the sparse search ran: its flags were read (resynced from the masks at least once) and found idle cores
+    assert sparse["pick_llc_core"] > 0 and sparse["idle_resync"] > 0, (sparse["pick_llc_core"],
+                                                                      sparse["idle_resync"])
 
 
 # Two CPU-bound loops started pinned to CPU 1 of spr-1n2llc (one running, one queued behind it), then both allowed
@@ -566,3 +593,4 @@ def test_queued_task_is_taken_by_an_idle_cpu_of_its_llc_spr():
     on, off = (final_stats(s.sched_log) for s in res.steps)
     print("default: enq_handoff", on["enq_handoff"], "| off:", off["enq_handoff"])
     assert on["enq_handoff"] > 0 and off["enq_handoff"] == 0, (on["enq_handoff"], off["enq_handoff"])
+
