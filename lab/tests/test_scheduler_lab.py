@@ -498,7 +498,8 @@ SPARSE_IDLE_CORE = thresholds.Bar(name="sparse-idle-own-core",
                                   figure="3 workers forked on node 0 each on a core of its own, sparse idle flags "
                                          "(idle-core on haswell2s)",
                                   bar=0.8, higher=True, rounds=IDLE_CORE.rounds, need=2, gap=1)
-SPARSE_IDLE_SCHEDS = ("scx_locality:--sparse-idle", "scx_locality:--no-idle-core")
+SPARSE_IDLE_STEP = "scx_locality:--sparse-idle"
+SPARSE_IDLE_SCHEDS = (SPARSE_IDLE_STEP, IDLE_CORE_SCHEDS[1])
 
 
 def idle_core_rounds(tmp_path, scheds):
@@ -536,7 +537,7 @@ def test_idle_core_search_gives_each_worker_a_core_haswell2s(tmp_path):
     (as the sparse walk did when it took the first idle CPU it met: 26-62% of the samples)."""
     thresholds.check(IDLE_CORE)
     thresholds.check(SPARSE_IDLE_CORE)
-    scheds = IDLE_CORE_SCHEDS + SPARSE_IDLE_SCHEDS[:1]
+    scheds = IDLE_CORE_SCHEDS + (SPARSE_IDLE_STEP,)
     steps, (on_rounds, off_rounds, sparse_rounds) = idle_core_rounds(tmp_path, scheds)
     thresholds.judge(IDLE_CORE, on_rounds, off_rounds)
     thresholds.judge(SPARSE_IDLE_CORE, sparse_rounds, off_rounds)
@@ -593,4 +594,3 @@ def test_queued_task_is_taken_by_an_idle_cpu_of_its_llc_spr():
     on, off = (final_stats(s.sched_log) for s in res.steps)
     print("default: enq_handoff", on["enq_handoff"], "| off:", off["enq_handoff"])
     assert on["enq_handoff"] > 0 and off["enq_handoff"] == 0, (on["enq_handoff"], off["enq_handoff"])
-
