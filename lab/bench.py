@@ -38,7 +38,7 @@ from pathlib import Path
 from . import benchfile, guest_script, host, image, machines, memmodel, paths, peers, run, samples, setup
 
 WORKLOADS_DIR = paths.REPO / "workloads"
-WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal", "memspan", "bpfcost"]
+WORKLOAD_PROGRAMS = ["locsample", "wakelat", "memkern", "jbb", "numajob", "memlocal", "memspan", "bpfcost", "forkfirst"]
 DEFAULT_MACHINE = "numa2"
 # a run during which other work took this share of the host's CPU time is flagged as noisier (run.RunResult)
 HOST_BUSY_WARN_PCT = 20

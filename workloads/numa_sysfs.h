@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int read_cpu_nodes(short *cpu_node, int max_cpus, int *node_nr_cpus, int max_nodes)
+static inline int read_cpu_nodes(short *cpu_node, int max_cpus, int *node_nr_cpus, int max_nodes)
 {
 	int nr_nodes = 0;
 
@@ -45,7 +45,7 @@ static int read_cpu_nodes(short *cpu_node, int max_cpus, int *node_nr_cpus, int 
 	return nr_nodes ? nr_nodes : 1;
 }
 
-static unsigned long long vmstat(const char *name)
+static inline unsigned long long vmstat(const char *name)
 {
 	char key[128];
 	unsigned long long v, found = 0;

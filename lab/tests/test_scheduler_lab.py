@@ -387,11 +387,17 @@ FOLLOW_JOINS = thresholds.Bar(name="wake-follow-joins",
 FOLLOW_SCHEDS = ("scx_locality", "scx_locality:--no-wake-follow")
 
 
+def bar_rounds(machine, scheds, probe, bar):
+    """run_rounds() for @bar: bar.rounds @probe rounds under each of @scheds in one boot of @machine, with time
+    for a probe of a few seconds a round."""
+    return run_rounds(machine, scheds, probe, bar.rounds, 300 + 20 * bar.rounds, 30 + 15 * bar.rounds)
+
+
 def together_rounds(machine, scheds, probe, bar, tag, place=int):
     """One boot of @machine, bar.rounds @probe rounds under each of @scheds: the result and, per scheduler and
     round, the figure: how many of seconds 2 and 3 found the pair's two tasks in one place (the probe's
     "TAG-SECOND: TID WHERE" lines, WHERE mapped to a place by @place; second 1 may catch the join under way)."""
-    res, by_round = run_rounds(machine, scheds, probe, bar.rounds, 300 + 20 * bar.rounds, 30 + 15 * bar.rounds)
+    res, by_round = bar_rounds(machine, scheds, probe, bar)
     together = {}
     for sched, rnds in by_round.items():
         together[sched] = []
@@ -594,3 +600,55 @@ def test_queued_task_is_taken_by_an_idle_cpu_of_its_llc_spr():
     on, off = (final_stats(s.sched_log) for s in res.steps)
     print("default: enq_handoff", on["enq_handoff"], "| off:", off["enq_handoff"])
     assert on["enq_handoff"] > 0 and off["enq_handoff"] == 0, (on["enq_handoff"], off["enq_handoff"])
+
+
+# A new task forked on a full node while the other node is idle (workloads/forkfirst.c): spinners fill numa2's
+# node 0 but CPU 3, forkfirst spins on CPU 3, then, 4 times, allows itself every CPU and forks at once. Each child
+# reports the CPU it first ran on, its node and its migrations ("forkfirst: PARENT CHILD NODE MIGRATIONS").
+FORK_FIRST = "sleep 1; forkfirst -c 3 -n 4"
+
+
+# Push across nodes at fork against --no-push-cross-node: a round is one FORK_FIRST probe, its figure the number of
+# its 4 children that first ran on node 1 with no migration (placed there at fork, not moved there after being
+# queued on node 0: se.nr_migrations counts the move, not the placement).
+FORK_ACROSS = thresholds.Bar(name="push-across-fork",
+                             figure="of 4 tasks forked on a full node, those placed on the idle node (numa2)",
+                             bar=3, higher=True, rounds=4, need=2, gap=1)
+FORK_ACROSS_SCHEDS = ("scx_locality", "scx_locality:--no-push-cross-node")
+
+
+def fork_across_rounds():
+    """The result and, per scheduler and round, the children placed on node 1 at fork."""
+    res, by_round = bar_rounds("numa2", FORK_ACROSS_SCHEDS, FORK_FIRST, FORK_ACROSS)
+    seen = {}
+    for sched, rnds in by_round.items():
+        seen[sched] = [[tuple(map(int, f)) for f in re.findall(r"^forkfirst: (\d+) \d+ (-?\d+) (-?\d+)", rnd, re.M)]
+                       for rnd in rnds]
+        # the case holds: 4 forks a round, each from CPU 3 (node 0 full); a parent moved off it is a broken case
+        assert all(len(r) == 4 and all(f[0] == 3 for f in r) for r in seen[sched]), (sched, by_round[sched])
+    print(f"{FORK_ACROSS.name}: (parent CPU, child's node, migrations) per fork, per round:", seen)
+    return res, tuple([sum(f[1] == 1 and f[2] == 0 for f in r) for r in seen[s]] for s in FORK_ACROSS_SCHEDS)
+
+
+@thresholds.measures(FORK_ACROSS)
+def measure_push_across_fork(tmp_path):
+    return fork_across_rounds()[1]
+
+
+def test_push_across_starts_a_new_task_on_the_idle_node_numa2():
+    """Push across nodes at fork (numa_place.bpf.c push_across, numa_rule_push_across(); the kernel's
+    find_idlest_group() at fork) against --no-push-cross-node in one boot of numa2: a task forked on node 0, which
+    has no idle CPU and is overloaded with the new task counted, while node 1 is idle, is placed on node 1. With
+    the switch off it is queued on node 0 and runs there, or on node 1 only after a CPU there stole it (a
+    migration). Judged from the kernel: the CPU each child first runs on and its se.nr_migrations. Each scheduler
+    runs FORK_ACROSS.rounds rounds; the test passes when at least `need` default rounds place at least `bar` of
+    their 4 children on node 1 and `gap` more default rounds than off rounds do: a bar checked against the rounds
+    recorded in docs/test-calibration/push-across-fork.json (lab/thresholds.py computes its false-failure and
+    escape rates). The pushes must be the BPF's own (xnode_push_fork), none with the switch off."""
+    thresholds.check(FORK_ACROSS)
+    res, (on_rounds, off_rounds) = fork_across_rounds()
+    thresholds.judge(FORK_ACROSS, on_rounds, off_rounds)
+    on, off = (final_stats(s.sched_log) for s in res.steps)
+    print("default: xnode_push_fork", on["xnode_push_fork"], "| off:", off["xnode_push_fork"])
+    assert on["xnode_push_fork"] > 0 and off["xnode_push_fork"] == 0, (on["xnode_push_fork"],
+                                                                       off["xnode_push_fork"])

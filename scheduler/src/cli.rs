@@ -260,8 +260,12 @@ pub struct Opts {
     /// (bpf/numa.bpf.c idle_pull_across, the kernel's newidle balance across nodes).
     /// Off by default: without it cross-node steals happen only within the
     /// balance pass's budget or out of an overloaded node.
-    #[arg(long, hide = true, help_heading = "NUMA")]
+    #[arg(long, hide = true, help_heading = "NUMA", overrides_with = "no_idle_pull_across")]
     pub idle_pull_across: bool,
+
+    /// No idle pull across nodes (default).
+    #[arg(long, hide = true, help_heading = "NUMA", overrides_with = "idle_pull_across")]
+    pub no_idle_pull_across: bool,
 
     /// When a task whose node has no idle CPU for it may take an idle CPU
     /// of another node, if its own node is overloaded (bpf/numa_place.bpf.c
@@ -589,6 +593,12 @@ impl Opts {
         self.sparse_idle && !self.no_sparse_idle
     }
 
+    /// Idle pull across nodes in force (only with --idle-pull-across; the
+    /// last of --idle-pull-across / --no-idle-pull-across wins).
+    pub fn idle_pull_across(&self) -> bool {
+        self.idle_pull_across && !self.no_idle_pull_across
+    }
+
     /// Cache-aware scheduling as asked: Some(true) with --cache-aware,
     /// Some(false) with --no-cache-aware (the last of the two wins), None
     /// when neither is given (then the machine decides, rodata.rs).
@@ -822,6 +832,16 @@ mod tests {
     }
 
     #[test]
+    fn idle_pull_across_flags() {
+        assert!(!parse(&[]).unwrap().idle_pull_across());
+        assert!(parse(&["--idle-pull-across"]).unwrap().idle_pull_across());
+        assert!(!parse(&["--no-idle-pull-across"]).unwrap().idle_pull_across());
+        // the last of the pair wins
+        assert!(parse(&["--no-idle-pull-across", "--idle-pull-across"]).unwrap().idle_pull_across());
+        assert!(!parse(&["--idle-pull-across", "--no-idle-pull-across"]).unwrap().idle_pull_across());
+    }
+
+    #[test]
     fn sparse_idle_flags() {
         let o = parse(&[]).unwrap();
         assert!(!o.sparse_idle());
@@ -1052,6 +1072,7 @@ mod tests {
         "numa-balance",
         "steal-cross-node",
         "idle-pull-across",
+        "no-idle-pull-across",
         "push-cross-node",
         "no-push-cross-node",
         "no-wake-follow",

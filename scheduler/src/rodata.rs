@@ -76,7 +76,7 @@ fn fill(r: &mut types::rodata, opts: &Opts, topo: &Topo) -> Written {
     let mode = opts.numa_mode();
     // off: cross-node steals whenever a CPU would idle (the old flag)
     r.steal_cross_node = mode == NumaBalance::Off;
-    r.idle_pull_across = opts.idle_pull_across && mode != NumaBalance::Off;
+    r.idle_pull_across = opts.idle_pull_across() && mode != NumaBalance::Off;
     let push = opts.push_cross_node();
     r.push_cross_wake = push == PushCrossNode::Always;
     r.push_cross_fork = push != PushCrossNode::Never;
