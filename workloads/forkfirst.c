@@ -66,22 +66,16 @@ static int pin(int cpu)
 /* se.nr_migrations of the calling task, -1 if /proc does not say */
 static long own_migrations(void)
 {
-	char line[256];
-	long v = -1;
+	char text[8192];
+	size_t n;
 	FILE *f = fopen("/proc/self/sched", "r");
 
 	if (!f)
 		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "se.nr_migrations", 16)) {
-			char *colon = strchr(line, ':');
-
-			if (colon)
-				v = strtol(colon + 1, NULL, 10);
-			break;
-		}
+	n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
-	return v;
+	text[n] = '\0';
+	return sched_nr_migrations(text);
 }
 
 int main(int argc, char **argv)

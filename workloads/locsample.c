@@ -62,6 +62,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "numa_sysfs.h"
+
 struct run {
 	int cpu;
 	uint32_t samples;
@@ -222,15 +224,10 @@ static void add_sample(struct task *t, int cpu, int running, long ms)
 static long read_nr_migrations(int taskdir)
 {
 	static char buf[8192];
-	char *p;
 
 	if (read_file_at(taskdir, "sched", buf, sizeof(buf)) < 0)
 		return -1;
-	p = strstr(buf, "se.nr_migrations");
-	if (!p)
-		return -1;
-	p = strchr(p, ':');
-	return p ? atol(p + 1) : -1;
+	return sched_nr_migrations(buf);
 }
 
 /* -k: a task seen at this tick; names it on the tick line when it is new or changed CPU. */

@@ -5,6 +5,7 @@
  * read_cpu_nodes(): the node of each CPU and the CPUs of each node, from /sys/devices/system/node/node<N>/cpulist
  * (CPUs of no node read as node 0); returns the number of nodes, one past the highest node seen, at least 1.
  * vmstat(): one counter of /proc/vmstat, 0 if absent.
+ * sched_nr_migrations(): se.nr_migrations from the text of a task's /proc sched file, -1 if absent.
  */
 #ifndef NUMA_SYSFS_H
 #define NUMA_SYSFS_H
@@ -60,6 +61,16 @@ static inline unsigned long long vmstat(const char *name)
 		}
 	fclose(f);
 	return found;
+}
+
+static inline long sched_nr_migrations(const char *sched_text)
+{
+	const char *p = strstr(sched_text, "se.nr_migrations");
+
+	if (!p)
+		return -1;
+	p = strchr(p, ':');
+	return p ? atol(p + 1) : -1;
 }
 
 #endif
