@@ -17,12 +17,14 @@ docs/test-calibration/NAME.json. From it, with s of n default rounds reaching th
   Clopper-Pearson interval (beta.ppf(0.05, s, n - s + 1)); p_off, the chance an off round does, at the upper end
   (beta.ppf(0.95, t + 1, m - t));
 - the false-failure rate is exact over the two binomials: 1 - sum over a, b of Bin(a; rounds, p_on) *
-  Bin(b; rounds, p_off) for the (a, b) that pass;
+  Bin(b; rounds, p_off) for the (a, b) that pass; or, when larger, the mean over the calibration boots of that
+  sum at each boot's own on and off rates (a test run is one boot: a boot whose off side reaches the bar in
+  most rounds fails it however rare such rounds are pooled);
 - the escape rate (the test passing with the mechanism off, so both sides drawn from the off distribution) is
   the same sum with p_off on both sides, p_off at its point estimate t / m; or, when larger, the mean over the
-  calibration boots of that sum at each boot's own off rate. The off rate can differ from boot to boot (the pair
-  test's: 0 to 2 of 6 rounds per boot); a test run is one boot, and its escape is the mixture over boots, which
-  the pooled rate understates.
+  calibration boots of that sum at each boot's own off rate. The off rate can differ from boot to boot (a pair
+  beside a busy task: 0 to 2 of 6 rounds in most boots, 5 of 5 in one); a test run is one boot, and its escape
+  is the mixture over boots, which the pooled rate understates.
 
 `check()` refuses a bar with fewer than MIN_BOOTS calibration boots, a false-failure rate above 1/200 or an
 escape rate above 1/20; the test calls `judge()`, which checks first and then applies the verdict. Rounds of one
@@ -133,8 +135,18 @@ def assess(bar: Bar, calibration: dict) -> Assessment:
     s, t = bar.reached(on), bar.reached(off)
     p_on, p_off = on_rate_low(s, len(on)), off_rate_high(t, len(off))
     return Assessment(boots=len(calibration["boots"]), on_rounds=len(on), on_reached=s, off_rounds=len(off),
-                      off_reached=t, p_on=p_on, p_off=p_off, false_failure=bar.false_failure(p_on, p_off),
+                      off_reached=t, p_on=p_on, p_off=p_off, false_failure=false_failure(bar, calibration, p_on, p_off),
                       escape=escape(bar, calibration))
+
+
+def false_failure(bar: Bar, calibration: dict, p_on: float, p_off: float) -> float:
+    """The bar's false-failure rate under @calibration: at the pooled rates' ends @p_on and @p_off, or the mean
+    over boots of the rate at each boot's own on and off rates when that is larger (a boot whose off side reaches
+    the bar in most rounds fails the test whatever the pooled rates say)."""
+    by_boot = [bar.false_failure(bar.reached(b["on"]) / len(b["on"]), bar.reached(b["off"]) / len(b["off"]))
+               for b in calibration["boots"] if b["on"] and b["off"]]
+    mixed = sum(by_boot) / len(by_boot) if by_boot else 0.0
+    return max(bar.false_failure(p_on, p_off), mixed)
 
 
 def escape(bar: Bar, calibration: dict) -> float:
@@ -172,7 +184,8 @@ def design(bar: Bar, calibration: dict, max_rounds: int = 12) -> Bar | None:
         for need in range(1, rounds + 1):
             for gap in range(need, 0, -1):
                 b = replace(bar, rounds=rounds, need=need, gap=gap)
-                if b.false_failure(p_on, p_off) <= MAX_FALSE_FAILURE and escape(b, calibration) <= MAX_ESCAPE:
+                if (false_failure(b, calibration, p_on, p_off) <= MAX_FALSE_FAILURE
+                        and escape(b, calibration) <= MAX_ESCAPE):
                     return b
     return None
 

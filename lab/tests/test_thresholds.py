@@ -74,6 +74,20 @@ def test_an_off_rate_that_differs_by_boot_is_judged_boot_by_boot():
     assert th.escape(BAR, cal([0] * 10)) == 0.0 and th.escape(BAR, {"boots": []}) == 1.0
 
 
+def test_a_boot_whose_off_side_reaches_the_bar_throughout_counts_as_a_false_failure():
+    """A test run is one boot. Off rounds reaching the bar 4 of 40 times, all in one boot: pooled, the default's 40
+    of 40 leave little room for a failure, but in that boot the off side reaches the bar in every round, so the
+    test fails there whatever the default does; the mixture over boots counts it (a tenth of the runs)."""
+    clustered = {"boots": [{"on": [0.95] * 4, "off": [0.9] * 4}] + [{"on": [0.95] * 4, "off": [0.5] * 4}] * 9}
+    a = th.assess(BAR, clustered)
+    assert BAR.false_failure(a.p_on, a.p_off) < 0.1
+    assert a.false_failure == pytest.approx(0.1)
+    assert any("false failure" in p for p in th.problems(BAR, a))
+    spread = {"boots": [{"on": [0.95] * 4, "off": [0.9] + [0.5] * 3}] * 4 + [{"on": [0.95] * 4, "off": [0.5] * 4}] * 6}
+    b = th.assess(BAR, spread)
+    assert b.false_failure == pytest.approx(BAR.false_failure(b.p_on, b.p_off))
+
+
 def test_design_finds_the_fewest_rounds_that_meet_both_limits():
     cal = boots(10, [0.95] * 4, [0.9, 0.5, 0.5, 0.5])  # default 40/40, off 10/40
     b = th.design(BAR, cal)
