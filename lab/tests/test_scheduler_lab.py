@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab import machines, run, thresholds
-from labsteps import LAB, bench_steps, final_stats, run_rounds
+from labsteps import LAB, bench_steps, final_stats, nodes_each_second, run_rounds
 
 pytestmark = pytest.mark.lab
 
@@ -119,18 +119,20 @@ def test_cache_aware_keeps_a_small_group_in_one_llc_spr(tmp_path):
     assert on["cache_pref_set"] > 0 and off["cache_pref_set"] == 0, (on["cache_pref_set"], off["cache_pref_set"])
 
 
+# Shell: c, the last CPU of node 0, and d, the first CPU of node 1 (the two CPUs of a task squeezed between nodes).
+NODE_EDGE_CPUS = ("c=$(sed 's/.*[-,]//' /sys/devices/system/node/node0/cpulist); "
+                  "d=$(sed 's/[-,].*//' /sys/devices/system/node/node1/cpulist); ")
+
+
 # The bounded NUMA imbalance against --numa-balance=off: a hackbench pair (one sender and one receiver thread over a
 # pipe) started on the last CPU of numa2's node 0, its two threads then allowed that CPU and the first of node 1.
 # On each node the pair has one CPU, so a wake-up finds no idle CPU on its node while its partner runs there; node
 # 0 runs 2 tasks on 4 CPUs. The node of each thread once a second for three seconds ("pair-SECOND: TID NODE").
-SQUEEZED_PAIR = ("sleep 2; c=$(sed 's/.*[-,]//' /sys/devices/system/node/node0/cpulist); "
-                 "d=$(sed 's/[-,].*//' /sys/devices/system/node/node1/cpulist); "
+SQUEEZED_PAIR = ("sleep 2; " + NODE_EDGE_CPUS +
                  "taskset -c $c hackbench -p -T -g 1 -f 1 -l 100000000 >/dev/null & hb=$!; "
                  "sleep 1; tids=$(ls /proc/$hb/task | grep -vx $hb); "
                  "for t in $tids; do taskset -p -c $c,$d $t >/dev/null; done; "
-                 "for s in 1 2 3; do sleep 1; for t in $tids; do u=$(cut -d' ' -f39 /proc/$hb/task/$t/stat); "
-                 "n=$(ls -d /sys/devices/system/cpu/cpu$u/node* | sed 's/.*node//'); echo \"pair-$s: $t $n\"; done; "
-                 "done; kill $hb; wait")
+                 + nodes_each_second("pair", "$tids", "/proc/$hb/task/$t/stat") + "kill $hb; wait")
 
 # A round is one SQUEEZED_PAIR probe; its figure the number of its last two seconds with both threads on one node.
 PAIR_ONE_NODE = thresholds.Bar(name="numa-pair-one-node",
@@ -164,24 +166,22 @@ def measure_pair_one_node(tmp_path):
 
 
 def test_numa_policy_keeps_a_pair_on_one_node_numa2():
-    """Gorman 2019's case (numa_place.bpf.c push_across) against --numa-balance=off in one boot: a lightly loaded
-    node keeps a communicating pair even when its wake-ups find no idle CPU there. The pair's threads may use one
-    CPU of each node, so on its node a wake-up finds its partner running on the one CPU it may use there, while
-    the other node idles. With default flags a waking task stays on its node (it waits for a CPU there; only a
-    new task, or a waking one out of an overloaded node with --push-cross-node=always, takes an idle CPU of
-    another node), and the pair stays together. With no policy a wakee that finds no idle CPU on its node takes
-    one on another, the first such wake-up splits the pair, and each thread then has a CPU of its own: a thread
-    pushed back meets its partner's CPU busy and is pushed across again. Each scheduler runs PAIR_ONE_NODE.rounds rounds; the test passes when at least `need`
-    default rounds have the pair on one node at seconds 2 and 3, and `gap` more default rounds than off rounds
-    do: a bar checked against the rounds recorded in docs/test-calibration/numa-pair-one-node.json
+    """Gorman 2019's case (numa_place.bpf.c push_across) against --numa-balance=off in one boot: a lightly loaded node
+    keeps a communicating pair even when its wake-ups find no idle CPU there. The pair's threads may use one CPU of
+    each node, so on its node a wake-up finds its partner running on the one CPU it may use there, while the other
+    node idles. With default flags a waking task stays on its node (it waits for a CPU there; only a new task, or a
+    waking one out of an overloaded node with --push-cross-node=always, takes an idle CPU of another node), and the
+    pair stays together. With no policy a wakee that finds no idle CPU on its node takes one on another, the first
+    such wake-up splits the pair, and each thread then has a CPU of its own: a thread pushed back meets its
+    partner's CPU busy and is pushed across again. Each scheduler runs PAIR_ONE_NODE.rounds rounds; the test passes
+    when at least `need` default rounds have the pair on one node at seconds 2 and 3, and `gap` more default rounds
+    than off rounds do: a bar checked against the rounds recorded in docs/test-calibration/numa-pair-one-node.json
     (lab/thresholds.py computes its false-failure and escape rates). The split must be the BPF's own push
     (xnode_push_wake), none with default flags."""
     thresholds.check(PAIR_ONE_NODE)
     res, (on_rounds, off_rounds) = pair_rounds()
     thresholds.judge(PAIR_ONE_NODE, on_rounds, off_rounds)
-    on, off = (final_stats(s.sched_log) for s in res.steps)
-    print("default: xnode_push_wake", on["xnode_push_wake"], "| off:", off["xnode_push_wake"])
-    assert on["xnode_push_wake"] == 0 and off["xnode_push_wake"] > 0, (on, off)
+    counted_in_one_step(res, "xnode_push_wake", 1)
 
 
 # Four CPU-bound programs started from one shell once the machine is quiet (the agent's own start-up load has
@@ -386,9 +386,7 @@ SPLIT_PAIR = ("sleep 2; n0=$(cat /sys/devices/system/node/node0/cpulist); n1=$(c
               "all=0-$(($(nproc) - 1)); taskset -c $n0 hackbench -p -T -g 1 -f 1 -l 100000000 >/dev/null & hb=$!; "
               "sleep 1; tids=$(ls /proc/$hb/task | grep -vx $hb); set -- $tids; taskset -p -c $n1 $1 >/dev/null; "
               "sleep 0.2; for t in $tids; do taskset -p -c $all $t >/dev/null; done; "
-              "for s in 1 2 3; do sleep 1; for t in $tids; do c=$(cut -d' ' -f39 /proc/$hb/task/$t/stat); "
-              "n=$(ls -d /sys/devices/system/cpu/cpu$c/node* | sed 's/.*node//'); echo \"follow-$s: $t $n\"; done; "
-              "done; kill $hb; wait")
+              + nodes_each_second("follow", "$tids", "/proc/$hb/task/$t/stat") + "kill $hb; wait")
 
 
 # Wake-follow against --no-wake-follow: a round is one SPLIT_PAIR probe, its figure the number of its last two
@@ -405,6 +403,14 @@ def bar_rounds(machine, scheds, probe, bar):
     return run_rounds(machine, scheds, probe, bar.rounds, 300 + 20 * bar.rounds, 30 + 15 * bar.rounds)
 
 
+def counted_in_one_step(res, counter, step):
+    """Assert that scx_locality's counter @counter counted in step @step of @res's two (0: the default or the
+    switch under test, 1: the other) and not in the other one: the moves a figure saw were the BPF's own."""
+    counts = [final_stats(s.sched_log)[counter] for s in res.steps]
+    print(f"{counter}: first step {counts[0]} | second step {counts[1]}")
+    assert len(counts) == 2 and counts[step] > 0 and counts[1 - step] == 0, (counter, counts)
+
+
 def together_rounds(machine, scheds, probe, bar, tag, place=int):
     """One boot of @machine, bar.rounds @probe rounds under each of @scheds: the result and, per scheduler and
     round, the figure: how many of seconds 2 and 3 found the pair's two tasks in one place (the probe's
@@ -417,7 +423,7 @@ def together_rounds(machine, scheds, probe, bar, tag, place=int):
             places = [re.findall(rf"^{tag}-{sec}: \d+ (\d+)", rnd, re.M) for sec in (1, 2, 3)]
             assert all(len(p) == 2 for p in places), (sched, rnd[-2000:])
             together[sched].append([place(p[0]) == place(p[1]) for p in places])
-    print(f"{bar.name}: pair together at seconds 1-3, per round:", together)
+    print(f"{bar.name}: both tasks in one place at seconds 1-3, per round:", together)
     return res, tuple([sum(r[1:]) for r in together[s]] for s in scheds)
 
 
@@ -443,9 +449,7 @@ def test_wake_follow_joins_a_split_pair_numa2():
     thresholds.check(FOLLOW_JOINS)
     res, (on_rounds, off_rounds) = follow_rounds()
     thresholds.judge(FOLLOW_JOINS, on_rounds, off_rounds)
-    on, off = (final_stats(s.sched_log) for s in res.steps)
-    print("default: xnode_wake_follow", on["xnode_wake_follow"], "| off:", off["xnode_wake_follow"])
-    assert on["xnode_wake_follow"] > 0 and off["xnode_wake_follow"] == 0, (on, off)
+    counted_in_one_step(res, "xnode_wake_follow", 0)
 
 
 # A hackbench pair of processes (a sender and a receiver over a pipe; processes, not threads, so that cache-aware
@@ -495,9 +499,7 @@ def test_wake_affine_joins_a_pair_split_over_llcs_spr():
     thresholds.check(AFFINE_JOINS)
     res, (on_rounds, off_rounds) = affine_rounds()
     thresholds.judge(AFFINE_JOINS, on_rounds, off_rounds)
-    on, off = (final_stats(s.sched_log) for s in res.steps)
-    print("default: pick_affine", on["pick_affine"], "| off:", off["pick_affine"])
-    assert on["pick_affine"] > 0 and off["pick_affine"] == 0, (on["pick_affine"], off["pick_affine"])
+    counted_in_one_step(res, "pick_affine", 0)
 
 
 # The push side's idle-core step against --no-idle-core: a round is one idle-core case (stress-ng confined to node
@@ -609,9 +611,7 @@ def test_queued_task_is_taken_by_an_idle_cpu_of_its_llc_spr():
     thresholds.check(QUEUED_TAKEN)
     res, (on_rounds, off_rounds) = queued_rounds()
     thresholds.judge(QUEUED_TAKEN, on_rounds, off_rounds)
-    on, off = (final_stats(s.sched_log) for s in res.steps)
-    print("default: enq_handoff", on["enq_handoff"], "| off:", off["enq_handoff"])
-    assert on["enq_handoff"] > 0 and off["enq_handoff"] == 0, (on["enq_handoff"], off["enq_handoff"])
+    counted_in_one_step(res, "enq_handoff", 0)
 
 
 # A new task forked on a full node while the other node is idle (workloads/forkfirst.c): spinners fill numa2's
@@ -660,7 +660,59 @@ def test_push_across_starts_a_new_task_on_the_idle_node_numa2():
     thresholds.check(FORK_ACROSS)
     res, (on_rounds, off_rounds) = fork_across_rounds()
     thresholds.judge(FORK_ACROSS, on_rounds, off_rounds)
-    on, off = (final_stats(s.sched_log) for s in res.steps)
-    print("default: xnode_push_fork", on["xnode_push_fork"], "| off:", off["xnode_push_fork"])
-    assert on["xnode_push_fork"] > 0 and off["xnode_push_fork"] == 0, (on["xnode_push_fork"],
-                                                                       off["xnode_push_fork"])
+    counted_in_one_step(res, "xnode_push_fork", 0)
+
+
+# Two CPU-bound loops queued on the last CPU c of haswell2s's node 0 while 3 pinned loops keep half of that node
+# busy (4 busy CPUs, 4 idle, 5 tasks: far from overloaded even with the agent's start-up work there), then allowed
+# c and the first CPU d of node 1, where a pinned ticker (a shell sleeping 50 ms at a time) makes d go idle, and so
+# look for work, 20 times a second. Node 0's idle CPUs may not run the loops; only d can take one. The loops are
+# subshells, not programs: an exec'd program is checked for exec placement for one balance interval, which the test
+# lengthens (IDLE_PULL_PASS). The node of each loop once a second for three seconds ("pull-SECOND: PID NODE").
+QUEUED_BESIDE_BUSY_NODE = (
+    "sleep 2; " + NODE_EDGE_CPUS + "b=''; "
+    "for i in $(seq 0 $((c - 5))); do taskset -c $i sh -c 'while :; do :; done' & b=\"$b $!\"; done; "
+    "taskset -c $d sh -c 'while :; do sleep 0.05; done' & b=\"$b $!\"; l=''; "
+    "for i in 1 2; do (while :; do :; done) & l=\"$l $!\"; taskset -p -c $c $! >/dev/null; done; "
+    "sleep 1; for p in $l; do taskset -p -c $c,$d $p >/dev/null; done; "
+    + nodes_each_second("pull", "$l", "/proc/$t/stat") + "kill $b $l; wait")
+
+# The idle pull against the default (no idle pull): a round is one QUEUED_BESIDE_BUSY_NODE probe, its figure the
+# number of its last two seconds with a loop on node 1. Both sides run the balance pass once a minute
+# (IDLE_PULL_PASS), so that within a round only the idle pull moves a loop.
+IDLE_PULL_ACROSS = thresholds.Bar(name="idle-pull-across",
+                                  figure="seconds 2-3 with one of two loops queued on node 0 moved to node 1 "
+                                         "(haswell2s)",
+                                  bar=2, higher=True, rounds=4, need=2, gap=1)
+IDLE_PULL_PASS = "--numa-interval-ms 60000"
+IDLE_PULL_SCHEDS = (f"scx_locality:--idle-pull-across {IDLE_PULL_PASS}", f"scx_locality:{IDLE_PULL_PASS}")
+
+
+def idle_pull_rounds():
+    """The result and, per scheduler and round, the seconds 2 and 3 with a loop on node 1."""
+    res, seen = together_rounds("haswell2s", IDLE_PULL_SCHEDS, QUEUED_BESIDE_BUSY_NODE, IDLE_PULL_ACROSS, "pull")
+    return res, tuple([2 - x for x in s] for s in seen)
+
+
+@thresholds.measures(IDLE_PULL_ACROSS)
+def measure_idle_pull_across(tmp_path):
+    return idle_pull_rounds()[1]
+
+
+def test_idle_pull_across_takes_queued_work_to_an_idle_node_haswell2s():
+    """The newidle balance across nodes (--idle-pull-across; pull.bpf.c steal_remote, numa_idle_pull_ok(),
+    numa_rule_idle_pull(): the kernel's calculate_imbalance() with prefer_sibling, then the allowance) against the
+    same scheduler without it, in one boot of haswell2s: node 0 has 5 tasks on 8 CPUs, two of them queued on one CPU
+    and allowed only that CPU and one of node 1, which goes idle 20 times a second. Node 0 is far from overloaded,
+    so a steal under node_overloaded seldom takes a loop (2 of 40 calibration rounds); with the balance pass slowed
+    to once a minute on both sides (IDLE_PULL_PASS), only the CPU of node 1 going idle, counting 4 tasks on node 0
+    against none on its own (busy CPUs, and queued tasks beyond the idle CPUs: numa_nr_now()), pulls one (a task
+    queued past the migration cost). Without the switch both loops share their CPU. Each scheduler runs
+    IDLE_PULL_ACROSS.rounds rounds; the test passes when at least `need` rounds with the pull have a loop on node 1
+    at seconds 2 and 3, and `gap` more such rounds than without it: a bar checked against the rounds recorded in
+    docs/test-calibration/idle-pull-across.json (lab/thresholds.py computes its false-failure and escape rates). The
+    moves must be the BPF's own idle pulls (xnode_steal_idle), none without the switch."""
+    thresholds.check(IDLE_PULL_ACROSS)
+    res, (on_rounds, off_rounds) = idle_pull_rounds()
+    thresholds.judge(IDLE_PULL_ACROSS, on_rounds, off_rounds)
+    counted_in_one_step(res, "xnode_steal_idle", 0)
