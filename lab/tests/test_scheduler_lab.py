@@ -689,7 +689,8 @@ IDLE_PULL_SCHEDS = (f"scx_locality:--idle-pull-across {IDLE_PULL_PASS}", f"scx_l
 
 
 def idle_pull_rounds():
-    """The result and, per scheduler and round, the seconds 2 and 3 with a loop on node 1."""
+    """The result and, per scheduler and round, the seconds 2 and 3 with a loop on node 1: with the two loops on
+    different nodes (both start on node 0; both on node 1 would count as no pull, never as one)."""
     res, seen = together_rounds("haswell2s", IDLE_PULL_SCHEDS, QUEUED_BESIDE_BUSY_NODE, IDLE_PULL_ACROSS, "pull")
     return res, tuple([2 - x for x in s] for s in seen)
 
