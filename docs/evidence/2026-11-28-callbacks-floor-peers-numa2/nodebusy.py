@@ -1,7 +1,16 @@
 import sys, json, os, collections
+import gzip, os
+
+
+def read(path):
+    """A results.json, or the results.json.gz it was stored as here."""
+    if not os.path.exists(path) and os.path.exists(path + '.gz'):
+        return gzip.open(path + '.gz', 'rt')
+    return gzip.open(path, 'rt') if path.endswith('.gz') else open(path)
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..'))
 from lab.samples import parse_cpustat
-d = json.load(open(sys.argv[1] + '/results.json'))
+d = json.load(read(sys.argv[1] + '/results.json'))
 acc = collections.defaultdict(list)
 for ri, r in enumerate(d['runs']):
     for s in r['steps']:

@@ -1,6 +1,15 @@
 import json, sys, math, collections
+import gzip, os
+
+
+def read(path):
+    """A results.json, or the results.json.gz it was stored as here."""
+    if not os.path.exists(path) and os.path.exists(path + '.gz'):
+        return gzip.open(path + '.gz', 'rt')
+    return gzip.open(path, 'rt') if path.endswith('.gz') else open(path)
+
 from scipy import stats
-d = json.load(open(sys.argv[1]))
+d = json.load(read(sys.argv[1]))
 base = sys.argv[2]
 figs = sys.argv[3].split(",") if len(sys.argv) > 3 else None
 vals = collections.defaultdict(lambda: collections.defaultdict(dict))

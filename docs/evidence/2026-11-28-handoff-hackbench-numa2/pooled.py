@@ -1,11 +1,20 @@
 import json, math, sys, collections
+import gzip, os
+
+
+def read(path):
+    """A results.json, or the results.json.gz it was stored as here."""
+    if not os.path.exists(path) and os.path.exists(path + '.gz'):
+        return gzip.open(path + '.gz', 'rt')
+    return gzip.open(path, 'rt') if path.endswith('.gz') else open(path)
+
 from scipy import stats
 # pooled paired test over several results.json: args: pairs of file:label_new:label_base ...
 figs = ["requests","wakeup-p50","wakeup-p90","wakeup-p99","wakeup-p99.9","transactions","time"]
 rat = collections.defaultdict(list)
 for spec in sys.argv[1:]:
     f, new, base = spec.split("@")
-    d = json.load(open(f))
+    d = json.load(read(f))
     for r in d["runs"]:
         per = collections.defaultdict(dict)
         for s in r["steps"]:

@@ -1,6 +1,15 @@
 import json, sys, math, collections
+import gzip, os
+
+
+def read(path):
+    """A results.json, or the results.json.gz it was stored as here."""
+    if not os.path.exists(path) and os.path.exists(path + '.gz'):
+        return gzip.open(path + '.gz', 'rt')
+    return gzip.open(path, 'rt') if path.endswith('.gz') else open(path)
+
 from scipy import stats
-d = json.load(open(sys.argv[1]))
+d = json.load(read(sys.argv[1]))
 vals = collections.defaultdict(lambda: collections.defaultdict(list))
 for r in d["runs"]:
     for s in r["steps"]:
