@@ -368,7 +368,7 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         failed = {}  # on the host, what cannot run was refused before (main), and built there
     builds = build_ids(specs)  # known only now: this may have built scx_locality
     if resume is not None:
-        why = resume_check(resume, specs, benches, m.name, builds)
+        why = resume_check(resume, specs, benches, m.name, builds, memory_model=memory_model)
         if why:
             raise benchfile.BenchError(f"cannot resume {out}: {why}")
     runnable = [s for s in specs if s.label not in failed]
@@ -567,26 +567,30 @@ def read_results(out: Path) -> dict | None:
     return json.loads(p.read_text()) if p.exists() else None
 
 
-def load_resume(out: Path, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str) -> dict | None:
+def load_resume(out: Path, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str,
+                memory_model: bool | None = None) -> dict | None:
     """out's results.json to go on with, None when there is none; raises BenchError when it is of another plan."""
     old = read_results(out)
     if old is None:
         return None
-    why = resume_check(old, specs, benches, machine)
+    why = resume_check(old, specs, benches, machine, memory_model=memory_model)
     if why:
         raise benchfile.BenchError(f"cannot resume {out}: {why}")
     return old
 
 
 def resume_check(old: dict, specs: list[run.SchedSpec], benches: list[benchfile.Benchmark], machine: str,
-                 builds: dict[str, str] | None = None) -> str | None:
+                 builds: dict[str, str] | None = None, memory_model: bool | None = None) -> str | None:
     """None when the results.json `old` was made by the same plan (machine, schedulers and their builds,
-    benchmarks and their cases), else what differs: runs of another plan must not be pooled with new ones.
-    builds: build_ids(specs) when the caller has it already."""
+    benchmarks and their cases, with or without the memory model), else what differs: runs of another plan must
+    not be pooled with new ones. builds: build_ids(specs) when the caller has it already; memory_model: None
+    when the caller does not know."""
     if old.get("version") != RESULTS_VERSION:
         return f"it has results version {old.get('version')}, this lab writes {RESULTS_VERSION}"
     if old.get("machine") != machine:
         return f"it is of machine {old.get('machine')}, not {machine}"
+    if memory_model is not None and bool(old.get("memory_model")) != memory_model:
+        return f"it ran {'with' if old.get('memory_model') else 'without'} the memory model"
     labels = [s["label"] for s in old.get("scheds", [])]
     if labels != [s.label for s in specs]:
         return f"its schedulers are {', '.join(labels)}, not {', '.join(s.label for s in specs)}"
@@ -699,7 +703,7 @@ def main(args) -> int:
     if args.resume:
         if not args.out:
             raise run.UsageError("--resume needs --out: the folder of the bench to go on with")
-        resume = load_resume(out, specs, benches, m.name)
+        resume = load_resume(out, specs, benches, m.name, getattr(args, "memory_model", False))
         if resume is not None:
             print(f"bench: resuming {out}: {len(resume['runs'])} of {args.runs} run(s) done", flush=True)
     elif (out / "results.json").exists() and not args.force:

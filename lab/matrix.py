@@ -33,6 +33,9 @@ runs write cells, the page reads only the store.
   headline beside ours), the cost per decision by machine size, then per machine its cells with their stamps
   (stale ones marked with the reason and age), speed, memory-model figures, placement and cost tables.
 - The [core] part of the matrix file is the subset kept current this way (`--core`).
+- A machine's `memory_model` benchmarks run again with the memory model (bench --memory-model) as units and cells
+  of their own (Unit.memory_model; the store key's "+memory-model"). The model slows the guest 6-11x, so both
+  pages show only their memory figures (memory_table), never pooled with a plain run's speed, placement or cost.
 """
 from __future__ import annotations
 
@@ -66,14 +69,19 @@ class MatrixError(run.UsageError):
 
 @dataclass(frozen=True)
 class Unit:
-    """One bench folder of the matrix: one benchmark spec on one machine."""
+    """One bench folder of the matrix: one benchmark spec on one machine, with the memory model or without."""
     machine: str
     spec: str
+    memory_model: bool = False
 
     @property
     def dirname(self) -> str:
-        # hackbench:mode=thread:groups=1/4 -> hackbench_mode=thread_groups=1-4
-        return re.sub(r"[^A-Za-z0-9=._-]", "-", self.spec.replace(":", "_"))
+        # hackbench:mode=thread:groups=1/4 -> hackbench_mode=thread_groups=1-4 (+memory-model)
+        return store.dirname(self.spec) + (store.MEMORY_MODEL_SUFFIX if self.memory_model else "")
+
+    @property
+    def title(self) -> str:
+        return self.spec + (" (memory model)" if self.memory_model else "")
 
     def folder(self, out: Path) -> Path:
         return out / self.machine / self.dirname
@@ -104,7 +112,7 @@ class Plan:
 
     def key(self, u: Unit) -> str:
         """The unit's cell in the results store."""
-        return store.cell_key(u.machine, u.spec, self.scheds_of(u))
+        return store.cell_key(u.machine, u.spec, self.scheds_of(u), u.memory_model)
 
 
 def _list_of_str(path: Path, where: str, v) -> list[str]:
@@ -163,11 +171,17 @@ def load_plan(path: Path = MATRIX_FILE, quick: bool = False, only_machines: list
             m_scheds = _list_of_str(path, f"{where}machines.{mname}.schedulers", mdef["schedulers"])
             _check_scheds(m_scheds)
         m_runs = _check_runs(mdef["runs"]) if "runs" in mdef and runs is None else None
-        for spec in _list_of_str(path, f"machines.{mname}.benchmarks", mdef.get("benchmarks")):
+        mm_specs = (_list_of_str(path, f"{where}machines.{mname}.memory_model", mdef["memory_model"])
+                    if "memory_model" in mdef else [])
+        if mm_specs and machines.load(mname).memory is None:
+            raise MatrixError(f"{path}: {where}machines.{mname}.memory_model: machine {mname} has no [memory] "
+                              "table for the memory model")
+        specs = [(x, False) for x in _list_of_str(path, f"machines.{mname}.benchmarks", mdef.get("benchmarks"))]
+        for spec, mm in specs + [(x, True) for x in mm_specs]:
             if only_benches and benchfile.parse_bench_spec(spec)[0] not in only_benches:
                 continue
             benchfile.load_benchmark(spec)  # a bad spec fails here too
-            u = Unit(mname, spec)
+            u = Unit(mname, spec, mm)
             if any(x.machine == mname and x.dirname == u.dirname for x in units):
                 raise MatrixError(f"{path}: machines.{mname}: {spec!r} is given twice (or names the same folder "
                                   f"as another spec)")
@@ -257,6 +271,8 @@ def plan_json(plan: Plan) -> dict:
     units = []
     for u in plan.units:
         d = {"machine": u.machine, "spec": u.spec}
+        if u.memory_model:
+            d["memory_model"] = True
         if u in plan.unit_scheds:
             d["scheds"] = plan.unit_scheds[u]
         if u in plan.unit_runs:
@@ -344,12 +360,12 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
             spent = time.monotonic() - t0
             eta = (total - done_est) * (min(max(spent / done_est, 0.3), 5.0) if done_est else 1.0)
             log(f"matrix [{bench.fmt_dur(spent)} elapsed, ETA {bench.fmt_dur(eta)}] boot {i + 1}/{len(todo)}: "
-                f"run {r}/{plan.runs_of(u)} of {u.machine} {u.spec}")
+                f"run {r}/{plan.runs_of(u)} of {u.machine} {u.title}")
             b0 = time.monotonic()
             results = bench.run_bench(m, uspecs[u], [b], r, folder, build=False, command_line=command_line,
                                       stdout=stdout, resume=old,
                                       prepared={k: v for k, v in failed.items() if k in plan.scheds_of(u)},
-                                      runs_total=plan.runs_of(u))
+                                      runs_total=plan.runs_of(u), memory_model=u.memory_model)
             report.write_report(folder)
             if r == plan.runs_of(u):
                 store_folder(results_store, folder, est[u] * plan.runs_of(u), u.spec, log)
@@ -360,7 +376,7 @@ def run_matrix(plan: Plan, out: Path, page: Path, build: bool, command_line: str
             done_est += est[u]
             code = bench.exit_code(results)
             if code != run.EXIT_OK:
-                log(f"matrix: {u.machine} {u.spec} run {r}: exit {code} (see {folder}/report.md); going on")
+                log(f"matrix: {u.machine} {u.title} run {r}: exit {code} (see {folder}/report.md); going on")
                 worst = worst if worst != run.EXIT_OK else code
             write_page(out, page)
     finally:
@@ -571,7 +587,7 @@ def write_page(out: Path, page: Path) -> Path:
     labels = plan.get("scheds") or []
     assets = page.with_suffix("")
     assets.mkdir(parents=True, exist_ok=True)
-    units = [Unit(u["machine"], u["spec"]) for u in plan.get("units", [])]
+    units = [Unit(u["machine"], u["spec"], bool(u.get("memory_model"))) for u in plan.get("units", [])]
     machines_order = list(dict.fromkeys(u.machine for u in units))
     data = {"command": state.get("command"), "started": state.get("started"), "elapsed_s": state.get("elapsed_s"),
             "boots": state.get("boots"), "alpha": ALPHA, "baseline": BASELINE, "schedulers": labels,
@@ -624,9 +640,12 @@ def write_page(out: Path, page: Path) -> Path:
                   "| benchmark | case | figure | " + " | ".join(f"`{s}`" for s in labels) +
                   " | scx_locality vs best peer |",
                   "|---|---|---|" + "---:|" * len(labels) + "---|"]
-        all_rows = []
+        all_rows, mem_rows = [], []
         for u, res in folders:
             rows = figure_rows(res, labels)
+            if u.memory_model:  # a slowed guest: its memory figures only
+                mem_rows += [(u.title, r) for r in rows if r["figure"] in MEMORY_SHOWN]
+                continue
             all_rows += rows
             for r in rows:
                 unit = f" ({r['unit']}, {'higher' if r['higher_is_better'] else 'lower'} is better)"
@@ -641,6 +660,7 @@ def write_page(out: Path, page: Path) -> Path:
                                       assets / f"{mname}.png", ALPHA)
         if png:
             lines += [f"![{mname}: every scheduler against {BASELINE}]({rel}/{png.name})", ""]
+        lines += memory_table(mem_rows, labels) + ([""] if mem_rows else [])
         lines += ["### Placement", "",
                   "Where the benchmark's tasks ran, from the sampler (every 100 ms, the same for every scheduler): "
                   "*pair on one node* is the lowest over the benchmark's cases of the share of samples with its "
@@ -652,7 +672,8 @@ def write_page(out: Path, page: Path) -> Path:
                   "process's share of its running time in one LLC.", "",
                   "| benchmark | measure | " + " | ".join(f"`{s}`" for s in labels) + " |",
                   "|---|---|" + "---:|" * len(labels)]
-        for u, res in folders:
+        plain = [(u, res) for u, res in folders if not u.memory_model]
+        for u, res in plain:
             for pr in placement_rows(res, labels):
                 mdata["placement"].append(pr)
                 measures = [("home node", "home_node", _fmt_pct), ("home LLC", "home_llc", _fmt_pct),
@@ -665,7 +686,7 @@ def write_page(out: Path, page: Path) -> Path:
                 for name, key, f in measures:
                     lines.append(f"| {pr['spec']} | {name} | " +
                                  " | ".join(f(pr["cells"][s][key]) for s in labels) + " |")
-        cost = cost_rows([res for _u, res in folders], labels)
+        cost = cost_rows([res for _u, res in plain], labels)
         mdata["cost"] = cost
         lines += cost_section(cost, labels, "benchmarks")
         lines.append("")
@@ -817,28 +838,28 @@ def run_budget(plan: Plan, out: Path, results_store: Path, budget_s: float, buil
             b = benchfile.load_benchmark(u.spec)
             old = bench.read_results(folder)
             if old is not None:
-                why = bench.resume_check(old, uspecs, [b], u.machine)
+                why = bench.resume_check(old, uspecs, [b], u.machine, memory_model=u.memory_model)
                 if why:
                     log(f"matrix: {folder}: starting again ({why})")
                     shutil.rmtree(folder)
                     old = None
             runs = plan.runs_of(u)
-            log(f"matrix [{bench.fmt_dur(clock() - t0)} of {bench.fmt_dur(budget_s)}] {u.machine} {u.spec}: "
+            log(f"matrix [{bench.fmt_dur(clock() - t0)} of {bench.fmt_dur(budget_s)}] {u.machine} {u.title}: "
                 f"{t.status} ({t.why}); {runs} run(s), ~{bench.fmt_dur(t.est_s)} ({t.est_from})")
             results = bench.run_bench(machines.load(u.machine), uspecs, [b], runs, folder, build=False,
                                       command_line=command_line, stdout=stdout, resume=old,
                                       prepared={k: v for k, v in failed.items() if k in plan.scheds_of(u)},
-                                      runs_total=runs)
+                                      runs_total=runs, memory_model=u.memory_model)
             report.write_report(folder)
             specs_ok = [s for s in uspecs if s.label not in failed]
             store_folder(results_store, folder, unit_estimate(u, specs_ok) * runs, u.spec, log)
             code = bench.exit_code(results)
             if code != run.EXIT_OK:
-                log(f"matrix: {u.machine} {u.spec}: exit {code} (see {folder}/report.md); going on")
+                log(f"matrix: {u.machine} {u.title}: exit {code} (see {folder}/report.md); going on")
                 worst = worst if worst != run.EXIT_OK else code
         rest = [t for t in todo if t.unit not in done]
         log(f"matrix: budget slice done in {bench.fmt_dur(clock() - t0)}; {len(done)} cell(s) run, {len(rest)} "
-            f"left" + (f" (next: {rest[0].unit.machine} {rest[0].unit.spec}, ~{bench.fmt_dur(rest[0].est_s)})"
+            f"left" + (f" (next: {rest[0].unit.machine} {rest[0].unit.title}, ~{bench.fmt_dur(rest[0].est_s)})"
                        if rest else ""))
     finally:
         lock.close()
@@ -853,7 +874,7 @@ def print_budget(plan: Plan, results_store: Path, budget_s: float | None, stdout
     print(f"store {results_store}: {len(plan.units) - len(todo)} of {len(plan.units)} cell(s) fresh", file=stdout)
     for t in todo:
         mark = "run " if t in fits else "skip"
-        print(f"  {mark} {t.unit.machine:14s} {t.unit.spec:44s} {t.status:7s} ~{bench.fmt_dur(t.est_s):>7s} "
+        print(f"  {mark} {t.unit.machine:14s} {t.unit.title:44s} {t.status:7s} ~{bench.fmt_dur(t.est_s):>7s} "
               f"({t.est_from}; {t.why})", file=stdout)
     if budget_s is not None:
         print(f"budget {bench.fmt_dur(budget_s)}: {len(fits)} cell(s), ~{bench.fmt_dur(sum(t.est_s for t in fits))}",
@@ -872,11 +893,13 @@ def _bench_name(spec: str) -> str:
     return spec.split(":", 1)[0]
 
 
-def _pick(cells: list[dict], machine: str, bench_name: str, need: str | None = None) -> dict | None:
-    """The cell of a machine and benchmark a seed row quotes: one with scheduler `need`, fresh before stale,
-    then the most runs, then the newest."""
+def _pick(cells: list[dict], machine: str, bench_name: str, need: str | None = None,
+          memory_model: bool = False) -> dict | None:
+    """The cell of a machine and benchmark a seed row quotes: one with scheduler `need`, run with the memory model
+    or without as asked, fresh before stale, then the most runs, then the newest."""
     cands = [c for c in cells if c["key"]["machine"] == machine and _bench_name(c["key"]["spec"]) == bench_name
-             and (need is None or need in c["key"]["scheds"])]
+             and (need is None or need in c["key"]["scheds"])
+             and bool(c["key"].get("memory_model")) == memory_model]
     if not cands:
         return None
     return max(cands, key=lambda c: (not c.get("_stale"), c.get("runs", 0), c.get("date", "")))
@@ -908,8 +931,26 @@ def _placement(cell: dict, scheds: list[str], key: str, what: str) -> str | None
     return f"{what}: " + ", ".join(f"`{s}` {fmt(min(v)) if v else 'n/a'}" for s, v in vals.items())
 
 
+def _memory(cell: dict, ours: str, versus: str) -> str | None:
+    """Per case, the share of local accesses of versus and ours, and ours' LLC-miss time against versus'."""
+    if ours not in cell["key"]["scheds"] or versus not in cell["key"]["scheds"]:
+        return None
+    rows = figure_rows(cell["results"], [versus, ours])
+    local = {r["case"]: r for r in rows if r["figure"] == "mem-local-pct"}
+    miss = {r["case"]: r for r in rows if r["figure"] == "miss-s"}
+    parts = []
+    for case, r in local.items():
+        v, o = r["cells"][versus]["mean"], r["cells"][ours]["mean"]
+        if v is None or o is None:
+            continue
+        parts.append(f"{case} local accesses `{versus}` {v:.1f}%, `{ours}` {o:.1f}%"
+                     + (f", miss time {_pct(miss[case], ours)}" if case in miss else ""))
+    return "memory model: " + "; ".join(parts) if parts else None
+
+
 def _cell_note(cell: dict) -> str:
-    note = f"{cell['key']['machine']}, {cell['runs']} runs, {cell['date'][:10]}"
+    note = f"{cell['key']['machine']}" + (" (memory model)" if cell["key"].get("memory_model") else "") + \
+        f", {cell['runs']} runs, {cell['date'][:10]}"
     if cell.get("_stale"):
         note += f", **stale** ({cell['_stale']}; {store.fmt_age(cell['_age'])} old)"
     return note
@@ -923,9 +964,11 @@ SEEDS = [
                                                                    "pair on one node"))]},
     {"seed": "000", "what": "netperf and hackbench at low utilisation (Gorman 2019)",
      "thread": "the wake-up path's cost and idle CPUs left idle decide it",
-     "tcg": "the cost of decisions and of idle CPUs, magnified by emulation; not cache speed",
+     "tcg": "the cost of decisions and of idle CPUs, magnified by emulation; not cache speed, which the memory "
+            "model's local accesses and miss time stand in for (wakelat, a slowed guest)",
      "parts": [("numa2", "netperf-rr", None, lambda c: "; ".join(_speed(c, OURS, BASELINE, ("transactions",)))),
-               ("numa2", "hackbench", None, lambda c: "; ".join(_speed(c, OURS, BASELINE, ("time",))))]},
+               ("numa2", "hackbench", None, lambda c: "; ".join(_speed(c, OURS, BASELINE, ("time",)))),
+               ("numa2", "wakelat", None, lambda c: _memory(c, OURS, BASELINE), True)]},
     {"seed": "001", "what": "hackbench from stealing at dispatch (Sistare 2018)", "thread": "up to +88% at 2 groups",
      "tcg": "the time idle CPUs stay idle while tasks wait: yes; cache effects of a steal: no",
      "parts": [("xeon-1n32", "hackbench", f"{OURS}:--no-steal",
@@ -964,10 +1007,12 @@ def seeds_section(cells: list[dict]) -> list[str]:
              "|---|---|---|---|---|---|"]
     for s in SEEDS:
         ours, where = [], []
-        for machine, bname, need, fn in s["parts"]:
-            c = _pick(cells, machine, bname, need)
+        for part in s["parts"]:
+            machine, bname, need, fn = part[:4]
+            mm = len(part) > 4 and part[4]  # a part from a memory-model cell
+            c = _pick(cells, machine, bname, need, mm)
             if c is None:
-                ours.append(f"{machine} {bname}: not yet run")
+                ours.append(f"{machine} {bname}{' (memory model)' if mm else ''}: not yet run")
                 continue
             try:
                 txt = fn(c)
@@ -1005,7 +1050,7 @@ def machine_section(mname: str, mcells: list[dict], labels: list[str]) -> tuple[
                f"{h.get('llcs')} LLCs, kernel {h.get('kernel') or '?'}") if hw else \
             f"lab (QEMU TCG) on {h.get('cpu_model') or 'unknown CPU'}, {h.get('cores')} cores"
         extra = [s for s in c["key"]["scheds"] if ":" in s]
-        lines.append(f"| {c['key']['spec']} | {len(c['key']['scheds'])}"
+        lines.append(f"| {_title(c)} | {len(c['key']['scheds'])}"
                      + (f" (with {', '.join(f'`{s}`' for s in extra)})" if extra else "")
                      + f" | {c['runs']} | {c['date']} | {st.get('commit') or 'n/a'} | {state} | {ran} |")
     status: dict[str, list[str]] = {}
@@ -1023,31 +1068,25 @@ def machine_section(mname: str, mcells: list[dict], labels: list[str]) -> tuple[
               " | scx_locality vs best peer |",
               "|---|---|---|" + "---:|" * len(labels) + "---|"]
     mem_rows = []
+    plain = [c for c in mcells if not c["key"].get("memory_model")]
     for c in mcells:
         rows = figure_rows(c["results"], c["key"]["scheds"])
         for r in rows:
             if r["figure"] in MEMORY_FIGURES:
                 if r["figure"] in MEMORY_SHOWN:
-                    mem_rows.append(r)
+                    mem_rows.append((_title(c), r))
                 continue
+            if c["key"].get("memory_model"):
+                continue  # a slowed guest's speed: not comparable with the rows of the plain cells
             mdata["figures"].append(r)
             unit = f" ({r['unit']}, {'higher' if r['higher_is_better'] else 'lower'} is better)"
             lines.append(f"| {r['spec']} | {r['case']} | {r['figure']}{unit} | " +
                          " | ".join(_row_cell(r, s) for s in labels) + f" | {_vs_peer(r)} |")
-    if mem_rows:
-        lines += ["", "### Memory (the memory model)", "",
-                  "The cells run with the memory model: *mem-local-pct* the share of guest data accesses to the "
-                  "accessing CPU's own node, *miss-s* the modeled time of the LLC misses (CPU seconds), beside the "
-                  "wall times above: both halves of the trade (docs/memory-model.md).", "",
-                  "| benchmark | case | figure | " + " | ".join(f"`{s}`" for s in labels) + " |",
-                  "|---|---|---|" + "---:|" * len(labels)]
-        for r in mem_rows:
-            lines.append(f"| {r['spec']} | {r['case']} | {r['figure']} ({r['unit']}) | " +
-                         " | ".join(_row_cell(r, s) for s in labels) + " |")
+    lines += memory_table(mem_rows, labels)
     lines += ["", "### Placement", "",
               "| benchmark | measure | " + " | ".join(f"`{s}`" for s in labels) + " |",
               "|---|---|" + "---:|" * len(labels)]
-    for c in mcells:
+    for c in plain:
         for pr in placement_rows(c["results"], c["key"]["scheds"]):
             mdata["placement"].append(pr)
             measures = [("home node", "home_node", _fmt_pct), ("home LLC", "home_llc", _fmt_pct),
@@ -1060,10 +1099,34 @@ def machine_section(mname: str, mcells: list[dict], labels: list[str]) -> tuple[
             for name, key, f in measures:
                 lines.append(f"| {pr['spec']} | {name} | " + " | ".join(
                     f(pr["cells"][s][key]) if s in pr["cells"] else "" for s in labels) + " |")
-    cost = cost_rows([c["results"] for c in mcells], labels)
+    cost = cost_rows([c["results"] for c in plain], labels)
     mdata["cost"] = cost
     lines += cost_section(cost, labels, "cells")
     return lines + [""], mdata
+
+
+def _title(cell: dict) -> str:
+    return cell["key"]["spec"] + (" (memory model)" if cell["key"].get("memory_model") else "")
+
+
+def memory_table(rows: list[tuple[str, dict]], labels: list[str]) -> list[str]:
+    """The "Memory (the memory model)" table of a machine: (benchmark title, figure row) of its memory-model runs;
+    [] without any. Only these figures of such a run are shown: its guest ran 6-11x slower."""
+    if not rows:
+        return []
+    lines = ["", "### Memory (the memory model)", "",
+             "From runs with the lab's memory model (`memory_model` in lab/matrix.toml, `bin/lab bench "
+             "--memory-model`): every guest data access counted and charged a modeled latency. *mem-local-pct* is "
+             "the share of the accesses that went to the accessing CPU's own node, *miss-s* the modeled time of "
+             "the LLC misses (CPU seconds, lower is better). Read them beside the wall times of the same benchmark "
+             "above, both halves of the trade; the model slows the guest 6-11x, so those runs' own speed figures "
+             "are left out (docs/memory-model.md).", "",
+             "| benchmark | case | figure | " + " | ".join(f"`{s}`" for s in labels) + " |",
+             "|---|---|---|" + "---:|" * len(labels)]
+    for title, r in rows:
+        lines.append(f"| {title} | {r['case']} | {r['figure']} ({r['unit']}) | " +
+                     " | ".join(_row_cell(r, s) for s in labels) + " |")
+    return lines
 
 
 def cost_section(cost: dict, labels: list[str], pooled: str) -> list[str]:
@@ -1223,7 +1286,7 @@ def main(args) -> int:
             e = unit_estimate(u, specs)
             total += e * plan.runs_of(u)
             per_machine[u.machine] = per_machine.get(u.machine, 0.0) + e * plan.runs_of(u)
-            print(f"{u.machine:14s} {u.spec:44s} ~{bench.fmt_dur(e)} per run x {plan.runs_of(u)} "
+            print(f"{u.machine:14s} {u.title:44s} ~{bench.fmt_dur(e)} per run x {plan.runs_of(u)} "
                   f"x {len(plan.scheds_of(u))} schedulers = {bench.fmt_dur(e * plan.runs_of(u))}")
         print("per machine: " + ", ".join(f"{m} {bench.fmt_dur(t)}" for m, t in per_machine.items()))
         print(f"{len(plan.units)} cells: about {bench.fmt_dur(total)} of lab time (the matrix's estimates; under "

@@ -2,8 +2,9 @@
 """The results store: one file per (machine, benchmark spec, scheduler set) cell, the source of docs/results.md.
 
 Layout: STORE/MACHINE/BENCH-DIR/SCHEDSET.json, where BENCH-DIR is the spec spelled as a folder name
-(matrix.Unit.dirname) and SCHEDSET the number of schedulers and a hash of their labels in order
-("7-1a2b3c4d.json"). A cell is one bench folder's results.json for that one benchmark, trimmed to what the page
+(matrix.Unit.dirname), followed by "+memory-model" for a cell run with the lab's memory model (its guest runs
+6-11x slower, so its figures never pool with the plain cell's), and SCHEDSET the number of schedulers and a hash
+of their labels in order ("7-1a2b3c4d.json"). A cell is one bench folder's results.json for that one benchmark, trimmed to what the page
 reads (lab/report.py's figures, placement and cost tables; not the raw files, per-step final stats, interrupts or
 the sampler's own figures: the bench folder keeps those), with its stamp:
 
@@ -64,13 +65,16 @@ def schedset(scheds: list[str]) -> str:
     return f"{len(scheds)}-{hashlib.sha256(','.join(scheds).encode()).hexdigest()[:8]}"
 
 
-def cell_key(machine: str, spec: str, scheds: list[str]) -> str:
-    return f"{machine}/{dirname(spec)}/{schedset(list(scheds))}"
+MEMORY_MODEL_SUFFIX = "+memory-model"  # a cell run with the memory model: its own key beside the plain cell's
+
+
+def cell_key(machine: str, spec: str, scheds: list[str], memory_model: bool = False) -> str:
+    return f"{machine}/{dirname(spec)}{MEMORY_MODEL_SUFFIX if memory_model else ''}/{schedset(list(scheds))}"
 
 
 def key_of(cell: dict) -> str:
     k = cell["key"]
-    return cell_key(k["machine"], k["spec"], k["scheds"])
+    return cell_key(k["machine"], k["spec"], k["scheds"], bool(k.get("memory_model")))
 
 
 def cell_path(store: Path, key: str) -> Path:
@@ -418,9 +422,12 @@ def cells_from_results(results: dict, date: str, stamp: dict | None, runner: dic
         r = trim(one_bench(results, name))
         spec = bdef.get("spec", name)
         runs = [run for run in r["runs"] if run.get("steps")]
+        key = {"machine": machine, "spec": spec, "scheds": labels}
+        if results.get("memory_model"):  # a slowed guest (6-11x): never pooled with the plain cell
+            key["memory_model"] = True
         cells.append({
             "cell": CELL_VERSION,
-            "key": {"machine": machine, "spec": spec, "scheds": labels},
+            "key": key,
             "stamp": st,
             "peers": {s: builds.get(s) for s in labels if s.split(":", 1)[0] != OURS and s != "eevdf"},
             "date": date, "runs": len(runs),

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """The results store (lab/store.py) and its uses in bin/lab matrix, without a guest: the behaviour stamp and stale
 cells, merging two stores, an interrupted write, the order and limit of --budget, --shard, and the page written
-from a store alone. The cells come from lab/tests/data/spr-cache-hackbench.json, a real bench folder's
-results.json (runs/light-spr-mm, 2 runs, memory model) trimmed as the store trims it."""
+from a store alone, a memory-model cell beside a plain one. The cells come from
+lab/tests/data/spr-cache-hackbench.json, a real bench folder's results.json (runs/light-spr-mm, 2 runs, memory
+model) trimmed as the store trims it."""
 import datetime as dt
 import json
 import os
@@ -19,9 +20,14 @@ STAMP = {"commit": "d118002efb", "behaviour": "b" * 16, "bpf": "p" * 16, "flags"
 
 
 def results(**kw) -> dict:
+    """The fixture as a plain run; memory_model=MODEL makes it the memory-model run it was."""
     r = json.loads(DATA.read_text())
+    r["memory_model"] = None
     r.update(kw)
     return r
+
+
+MODEL = json.loads(DATA.read_text())["memory_model"]
 
 
 def relabel(r: dict, old: str, new: str) -> dict:
@@ -375,6 +381,46 @@ def test_page_from_a_fake_store(tmp_path, monkeypatch):
     assert "mem-local-pct" not in text.split("### Speed")[1].split("### Memory")[0]
     # it reads the store alone: the same store gives the same page
     assert matrix.write_store_page(st, tmp_path / "again.md", now=now).read_text() == text
+
+
+def test_memory_model_cell_beside_the_plain_one(tmp_path, monkeypatch):
+    st = tmp_path / "store"
+    plain, mm = cell(), cell(memory_model=MODEL)
+    assert "memory_model" not in plain["key"] and mm["key"]["memory_model"] is True
+    assert store.key_of(mm) == store.key_of(plain).replace("msgs=100000/", "msgs=100000+memory-model/")
+    store.write_cell(st, plain)
+    monkeypatch.setattr(store, "current_stamp", lambda binary=None: STAMP)
+    now = dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.timezone.utc)
+    alone = matrix.write_store_page(st, tmp_path / "alone.md", now=now).read_text()
+    store.write_cell(st, mm)
+    assert len(store.read_cells(st)) == 2  # its own key: neither replaces the other
+    text = matrix.write_store_page(st, tmp_path / "both.md", now=now).read_text()
+    spr = text.split("## spr-1n2llc")[1]
+    assert "| cache-hackbench:ipc=pipe:pairs=1/2:msgs=100000 (memory model) | 4 (with " in spr
+    # its speed, placement and cost rows are left out: the slowed guest's figures would pool with the plain cell's
+    for section in ("### Speed", "### Placement", "### Cost of the decisions"):
+        assert spr.split(section)[1].split("\n### ")[0] == alone.split("## spr-1n2llc")[1].split(section)[1] \
+            .split("\n### ")[0]
+    memory = spr.split("### Memory (the memory model)")[1].split("\n### ")[0]
+    assert "| cache-hackbench:ipc=pipe:pairs=1/2:msgs=100000 (memory model) | pipe-1 | mem-local-pct" in memory
+    said = matrix._memory(mm, "scx_locality", "eevdf")
+    assert said.startswith("memory model: pipe-1 local accesses `eevdf` ") and "miss time " in said
+    assert matrix._pick([plain, mm], "spr-1n2llc", "cache-hackbench") is plain
+    assert matrix._pick([plain, mm], "spr-1n2llc", "cache-hackbench", memory_model=True) is mm
+
+
+def test_plan_memory_model_units(tmp_path):
+    f = tmp_path / "m.toml"
+    f.write_text('schedulers = ["eevdf", "scx_locality"]\nruns = 2\n[machines.numa2]\n'
+                 'benchmarks = ["wakelat"]\nmemory_model = ["wakelat"]\n')
+    plan = matrix.load_plan(f)
+    plain, mm = plan.units
+    assert (plain.memory_model, mm.memory_model) == (False, True) and plain.spec == mm.spec == "wakelat"
+    assert mm.dirname == "wakelat+memory-model" and mm.title == "wakelat (memory model)"
+    assert plan.key(mm) == store.cell_key("numa2", "wakelat", ["eevdf", "scx_locality"], True) != plan.key(plain)
+    assert matrix.plan_json(plan)["units"][1] == {"machine": "numa2", "spec": "wakelat", "memory_model": True}
+    old = {"version": bench.RESULTS_VERSION, "machine": "numa2", "memory_model": None}
+    assert "without the memory model" in bench.resume_check(old, [], [], "numa2", memory_model=True)
 
 
 def test_shipped_core_matrix_fits_five_hours():
