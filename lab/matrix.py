@@ -1155,7 +1155,10 @@ def cost_growth(machines_cost: list[tuple[str, int, dict]], labels: list[str]) -
     lines = ["## Cost per decision", "",
              "BPF ns per call of every callback, per machine (its CPUs), every scheduler: how the cost of a "
              "decision grows with the machine (guest time under TCG: compare columns). *median peer* is the "
-             "median over the published schedulers that have the callback.", "",
+             "median over the published schedulers that have the callback. The last rows, *all callbacks*, are "
+             "every callback's time together as a share of the machine's CPUs while the cases ran: schedulers "
+             "split a decision differently between callbacks (one does at ops.enqueue what another does at "
+             "ops.dispatch), so the per-call rows compare callbacks and these the whole.", "",
              "| callback | machine (CPUs) | " + " | ".join(f"`{s}`" for s in cols) + " | median peer |",
              "|---|---|" + "---:|" * (len(cols) + 1)]
 
@@ -1172,6 +1175,15 @@ def cost_growth(machines_cost: list[tuple[str, int, dict]], labels: list[str]) -
             lines.append(f"| {cb} | {m} ({n}) | " + " | ".join("" if v is None else f"{v:,.0f}"
                                                                 for v in vals.values())
                          + f" | {'' if med is None else f'{med:,.0f}'} |")
+    for m, n, cost in sorted(rows, key=lambda x: (x[1], x[0])):
+        vals = {s: cost.get(s, {}).get("cpu_share") for s in cols}
+        if not any(v is not None for v in vals.values()):
+            continue
+        pv = [vals[s] for s in peers_ if vals[s] is not None]
+        med = statistics.median(pv) if pv else None
+        lines.append(f"| all callbacks (% of the CPUs) | {m} ({n}) | " +
+                     " | ".join("" if v is None else f"{v:.2f}%" for v in vals.values()) +
+                     f" | {'' if med is None else f'{med:.2f}%'} |")
     return lines + [""]
 
 

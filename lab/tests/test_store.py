@@ -378,6 +378,7 @@ def test_page_from_a_fake_store(tmp_path, monkeypatch):
     assert "## hw-amd-epyc-7302-16-core-8c1n2l" in text and "real hardware" in text and "kernel 6.12.0" in text
     assert "### Memory (the memory model)" in text and "| mem-local-pct (% of accesses) |" in text
     assert "## Cost per decision" in text and "| select_cpu | spr-1n2llc (8) |" in text
+    assert "| all callbacks (% of the CPUs) | spr-1n2llc (8) | " in text
     assert "mem-local-pct" not in text.split("### Speed")[1].split("### Memory")[0]
     # it reads the store alone: the same store gives the same page
     assert matrix.write_store_page(st, tmp_path / "again.md", now=now).read_text() == text
