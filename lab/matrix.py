@@ -927,7 +927,7 @@ def _placement(cell: dict, scheds: list[str], key: str, what: str) -> str | None
     vals = {s: [p["cells"][s][key] for p in rows if p["cells"][s][key] is not None] for s in have}
     if not any(vals.values()):
         return None
-    fmt = (lambda v: _fmt_pct(v)) if key != "cross_node_per_s" else (lambda v: _fmt(v))
+    fmt = _fmt if key in ("cross_node_per_s", "iwq_node_ms_per_s") else _fmt_pct
     return f"{what}: " + ", ".join(f"`{s}` {fmt(min(v)) if v else 'n/a'}" for s, v in vals.items())
 
 
@@ -970,9 +970,16 @@ SEEDS = [
                ("numa2", "hackbench", None, lambda c: "; ".join(_speed(c, OURS, BASELINE, ("time",)))),
                ("numa2", "wakelat", None, lambda c: _memory(c, OURS, BASELINE), True)]},
     {"seed": "001", "what": "hackbench from stealing at dispatch (Sistare 2018)", "thread": "up to +88% at 2 groups",
-     "tcg": "the time idle CPUs stay idle while tasks wait: yes; cache effects of a steal: no",
+     "tcg": "the time idle CPUs stay idle while tasks wait: yes; the speed it buys: no. 32 vCPUs share the host's "
+            "2 cores, so waking one more vCPU to run a stolen task adds no throughput, and a steal takes another "
+            "CPU's queue lock, whose holder the host may have descheduled (the cost tables: ops.dispatch per call "
+            "with and without stealing)",
      "parts": [("xeon-1n32", "hackbench", f"{OURS}:--no-steal",
-                lambda c: "steal vs `--no-steal`: " + "; ".join(_speed(c, OURS, f"{OURS}:--no-steal", ("time",))))]},
+                lambda c: "; ".join(x for x in [
+                    _placement(c, [OURS, f"{OURS}:--no-steal"], "iwq_node_ms_per_s",
+                               "idle while queued (ms/s)"),
+                    "time, steal vs `--no-steal`: " + "; ".join(_speed(c, OURS, f"{OURS}:--no-steal",
+                                                                       ("time",)))] if x))]},
     {"seed": "002", "what": "hackbench threads over pipes, cache-aware wake-ups (Chen/Chen/Zijlstra 2025)",
      "thread": "+10-35% at light load, losses past ~75% utilisation",
      "tcg": "the share of time in the preferred LLC: yes; the speed it buys: no (no modeled cache)",
