@@ -564,7 +564,9 @@ TCG_NOTE = [
     "2-core host: the guest has the modeled nodes, LLCs and SMT siblings as the scheduler sees them (ACPI SRAT/SLIT, "
     "CPUID cache leaves), but no modeled cache or memory latency, and its vCPUs are host threads sharing 2 cores. "
     "So locality shows here as placement (the placement tables: which node and LLC tasks ran on, how often they "
-    "crossed), not as speed: a task on a remote node runs as fast as on its own. Speed figures show the cost of "
+    "crossed), not as speed: a task on a remote node runs as fast as on its own. Runs with the lab's memory model "
+    "(the machines' *Memory* tables) count every guest data access, local or remote, and charge it a modeled "
+    "latency: the memory half of the trade, in a guest slowed 6-11x. Speed figures show the cost of "
     "the scheduler's decisions and of idle CPUs left idle, magnified by emulation (a wake-up of an idle vCPU costs "
     "about 150 us), and they swing with the host's load: compare columns within one row (they ran interleaved in "
     "the same boots), not rows or pages.",
