@@ -67,6 +67,11 @@ class MatrixError(run.UsageError):
     pass
 
 
+def titled(name: str, memory_model: bool) -> str:
+    """A benchmark (or machine) as the logs and pages name it: a memory-model run says so."""
+    return name + (" (memory model)" if memory_model else "")
+
+
 @dataclass(frozen=True)
 class Unit:
     """One bench folder of the matrix: one benchmark spec on one machine, with the memory model or without."""
@@ -81,7 +86,7 @@ class Unit:
 
     @property
     def title(self) -> str:
-        return self.spec + (" (memory model)" if self.memory_model else "")
+        return titled(self.spec, self.memory_model)
 
     def folder(self, out: Path) -> Path:
         return out / self.machine / self.dirname
@@ -165,7 +170,7 @@ def load_plan(path: Path = MATRIX_FILE, quick: bool = False, only_machines: list
             continue
         if not isinstance(mdef, dict):
             raise MatrixError(f"{path}: machines.{mname} must be a table with 'benchmarks'")
-        machines.load(mname)  # an unknown machine fails here, before anything runs
+        mach = machines.load(mname)  # an unknown machine fails here, before anything runs
         m_scheds = None
         if "schedulers" in mdef and not scheds:
             m_scheds = _list_of_str(path, f"{where}machines.{mname}.schedulers", mdef["schedulers"])
@@ -173,7 +178,7 @@ def load_plan(path: Path = MATRIX_FILE, quick: bool = False, only_machines: list
         m_runs = _check_runs(mdef["runs"]) if "runs" in mdef and runs is None else None
         mm_specs = (_list_of_str(path, f"{where}machines.{mname}.memory_model", mdef["memory_model"])
                     if "memory_model" in mdef else [])
-        if mm_specs and machines.load(mname).memory is None:
+        if mm_specs and mach.memory is None:
             raise MatrixError(f"{path}: {where}machines.{mname}.memory_model: machine {mname} has no [memory] "
                               "table for the memory model")
         specs = [(x, False) for x in _list_of_str(path, f"machines.{mname}.benchmarks", mdef.get("benchmarks"))]
@@ -951,8 +956,8 @@ def _memory(cell: dict, ours: str, versus: str) -> str | None:
 
 
 def _cell_note(cell: dict) -> str:
-    note = f"{cell['key']['machine']}" + (" (memory model)" if cell["key"].get("memory_model") else "") + \
-        f", {cell['runs']} runs, {cell['date'][:10]}"
+    note = f"{titled(cell['key']['machine'], bool(cell['key'].get('memory_model')))}, {cell['runs']} runs, " \
+        f"{cell['date'][:10]}"
     if cell.get("_stale"):
         note += f", **stale** ({cell['_stale']}; {store.fmt_age(cell['_age'])} old)"
     return note
@@ -1021,7 +1026,7 @@ def seeds_section(cells: list[dict]) -> list[str]:
             mm = len(part) > 4 and part[4]  # a part from a memory-model cell
             c = _pick(cells, machine, bname, need, mm)
             if c is None:
-                ours.append(f"{machine} {bname}{' (memory model)' if mm else ''}: not yet run")
+                ours.append(f"{machine} {titled(bname, mm)}: not yet run")
                 continue
             try:
                 txt = fn(c)
@@ -1115,7 +1120,7 @@ def machine_section(mname: str, mcells: list[dict], labels: list[str]) -> tuple[
 
 
 def _title(cell: dict) -> str:
-    return cell["key"]["spec"] + (" (memory model)" if cell["key"].get("memory_model") else "")
+    return titled(cell["key"]["spec"], bool(cell["key"].get("memory_model")))
 
 
 def memory_table(rows: list[tuple[str, dict]], labels: list[str]) -> list[str]:
