@@ -8,7 +8,9 @@ what comes back, and lab/report.py (with lab/stats.py and lab/plots.py) writes t
 the runs, prepares the schedulers and workloads, shows the progress and collects the cases into results.json.
 
 One run is one boot. Its steps are (benchmark, scheduler) pairs: for each benchmark every scheduler in turn,
-with the schedulers' order rotated from run to run so that none always goes first. Each case runs under
+with the schedulers' order rotated from run to run so that none always goes first. When the emulator's
+text-patching fault (run.tcg_text_patch_oops) kills a boot, the steps it finished keep their records and the
+others go on in a new boot, in the same order; a run gives up after three boots in a row that finish no step. Each case runs under
 workloads/locsample, which records where the benchmark's tasks ran (last CPU of every task every 100 ms,
 se.nr_migrations, per-CPU /proc/stat every 500 ms; per CPU idle time and run-queue wait every 100 ms or more,
 from which the bench bounds the idle time while tasks waited) and sends that to the host with the output. A
@@ -240,9 +242,13 @@ def _rel(path: Path, out: Path) -> str:
 
 
 def collect_step(result: run.RunResult, step_idx: int, bench: benchfile.Benchmark, spec: run.SchedSpec,
-                 topo: machines.Topology, out: Path, raw_dir: Path, mm: tuple | None = None) -> dict:
-    """One step's record. mm: (machine, parsed memmodel log) when the boot ran the memory model."""
-    sr = result.steps[step_idx] if step_idx < len(result.steps) else run.StepResult(sched=spec.label)
+                 topo: machines.Topology, out: Path, raw_dir: Path, mm: tuple | None = None,
+                 pos: int | None = None) -> dict:
+    """One step's record. step_idx: its index in the run's plan (its files are named by it); pos: its position
+    among the boot's steps, when the boot ran only some of the plan (default step_idx). mm: (machine, parsed
+    memmodel log) when the boot ran the memory model."""
+    pos = step_idx if pos is None else pos
+    sr = result.steps[pos] if pos < len(result.steps) else run.StepResult(sched=spec.label)
     started = bool(sr.sched_started or (spec.is_eevdf and sr.cmd_exit is not None))
     step = {"step": step_idx, "bench": bench.name, "sched": spec.label, "started": started,
             "start_error": sr.sched_start_error, "start_s": sr.sched_start_s,
@@ -412,10 +418,6 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
     nr_cases = {b.name: len(b.cases()) for b in benches}
     for r in range(first, runs):
         steps_plan = plan_run(benches, runnable, r)
-        steps = [run.Step(s, guest_script.step_command(b.cases(), i,
-                                                       f"run={r + 1} bench={b.name} sched={s.label}", place,
-                                                       memory_model=memory_model))
-                 for i, (b, s) in enumerate(steps_plan)]
         state = {"booted": False}
 
         def on_marker(words, steps_plan=steps_plan, r=r, state=state):
@@ -441,37 +443,68 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
         order = [s.label for s in rotate(runnable, r)]
         where = f"on this host ({m.name})" if session is not None else f"booting {m.name}"
         progress.say(f"run {r + 1}/{runs}: {where}; scheduler order {', '.join(order)}")
-        timeout = int(sum(c.timeout_s for b, _s in steps_plan for c in b.cases()) + 30 * len(steps_plan))
-        run_dir = run.new_run_dir(m.name, "bench")
         est_before = progress.done_est
         watcher = ConsoleWatcher(progress, on_marker)
-        if session is not None:
-            result = session.run_job(steps, timeout, run_dir, stream=watcher)
-        else:
-            result = run.run_job(m, steps, timeout_s=timeout, run_dir=run_dir, stream=watcher, log=lambda s: None,
-                                 build_scheduler=False, image_extras=image_extras(benches),
-                                 memory_model=memory_model)
-        # Whatever the markers said, this run's share of the estimate is now done.
-        progress.done_est = est_before + per_run_est
         raw_dir = out / "raw" / f"run{r + 1}"
         raw_dir.mkdir(parents=True, exist_ok=True)
-        # the boot the results come from: RUN_DIR-retry or -retry2 when run_job booted again
-        used_dir = Path(result.run_dir) if result.run_dir else run_dir
-        for name in ("console.log", "kernel.log", "result.json"):
-            if (used_dir / name).exists():
-                shutil.copyfile(used_dir / name, raw_dir / name)
-        rec = {"run": r + 1, "run_dir": str(used_dir), "order": order, "boot_s": result.boot_s,
-               "wall_s": result.wall_s, "host_other_pct": getattr(result, "host_other_pct", None),
-               "timed_out": result.timed_out, "completed": result.completed,
-               "topology_ok": result.topology_ok, "exit": result.exit_code(), "steps": [],
-               "guest_errors": result.guest_errors}
-        if result.topology_ok is False:
-            rec["error"] = "the guest's topology does not match the machine file:\n" + run.topology_report(result)
-        mm = None
-        if memory_model:
-            mm, rec["memory_model"] = memory_model_run(m, used_dir, raw_dir)
-        for i, (b, s) in enumerate(steps_plan):
-            rec["steps"].append(collect_step(result, i, b, s, topo, out, raw_dir, mm))
+        collected: dict[int, dict] = {}
+        boots: list[dict] = []
+        pending = list(range(len(steps_plan)))
+        fruitless = 0
+        while True:
+            # the steps not done yet, each under its index in the plan (its files' names, its progress markers)
+            steps = [run.Step(s, guest_script.step_command(b.cases(), i, f"run={r + 1} bench={b.name} sched={s.label}",
+                                                           place, memory_model=memory_model))
+                     for i in pending for b, s in [steps_plan[i]]]
+            timeout = int(sum(c.timeout_s for i in pending for c in steps_plan[i][0].cases()) + 30 * len(pending))
+            run_dir = run.new_run_dir(m.name, "bench")
+            if session is not None:
+                result = session.run_job(steps, timeout, run_dir, stream=watcher)
+            else:
+                # an emulator fault is resumed below, from the step it cut, instead of booting the whole run again
+                result = run.run_job(m, steps, timeout_s=timeout, run_dir=run_dir, stream=watcher,
+                                     log=lambda s: None, build_scheduler=False, image_extras=image_extras(benches),
+                                     memory_model=memory_model, retry_text_patch=False)
+            # the boot the results come from: RUN_DIR-retry or -retry2 when run_job booted again
+            used_dir = Path(result.run_dir) if result.run_dir else run_dir
+            boot_raw = raw_dir if not boots else raw_dir / f"boot{len(boots) + 1}"
+            boot_raw.mkdir(parents=True, exist_ok=True)
+            for name in ("console.log", "kernel.log", "result.json"):
+                if (used_dir / name).exists():
+                    shutil.copyfile(used_dir / name, boot_raw / name)
+            boot = {"run_dir": str(used_dir), "steps": list(pending), "boot_s": result.boot_s,
+                    "wall_s": result.wall_s, "host_other_pct": getattr(result, "host_other_pct", None),
+                    "timed_out": result.timed_out, "completed": result.completed,
+                    "topology_ok": result.topology_ok, "exit": result.exit_code(),
+                    "guest_errors": result.guest_errors, "emulator_fault": None}
+            if result.topology_ok is False:
+                boot["error"] = "the guest's topology does not match the machine file:\n" + run.topology_report(result)
+            mm = None
+            if memory_model:
+                mm, boot["memory_model"] = memory_model_run(m, used_dir, boot_raw)
+            done = []
+            for pos, i in enumerate(pending):
+                b, s = steps_plan[i]
+                collected[i] = collect_step(result, i, b, s, topo, out, boot_raw, mm, pos=pos)
+                if step_finished(result, pos, collected[i]):
+                    done.append(i)
+            boots.append(boot)
+            left = [i for i in pending if i not in done]
+            cut = (session is None and left and not result.guest_errors and not result.cut_by_deadline
+                   and run.tcg_text_patch_oops(used_dir))
+            if not cut:
+                break
+            boot["emulator_fault"] = "text-patching int3 oops"
+            fruitless = 0 if done else fruitless + 1
+            if fruitless > run.EMULATOR_RETRIES:
+                break
+            progress.say(f"run {r + 1}/{runs}: the guest oopsed on the emulator's text-patching int3 (see "
+                         f"{used_dir / 'console.log'}); its {len(left)} step(s) not done go on in a new boot "
+                         f"({len(done)} done in that one)")
+            pending = left
+        # Whatever the markers said, this run's share of the estimate is now done.
+        progress.done_est = est_before + per_run_est
+        rec = run_record(r + 1, order, boots, [collected[i] for i in range(len(steps_plan))], memory_model)
         results["runs"].append(rec)
         write_results(out, results)
         bad = []
@@ -482,10 +515,11 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
                 bad.append(f"{st['sched']} {st['bench']}: {ok}/{len(st['cases'])} cases ok ({why})")
             if st["ejected"]:
                 bad.append(f"{st['sched']} {st['bench']}: ejected: {st['exit_kind']}: {st['exit_reason']}")
-        bad += [f"the lab refused a record of the guest: {e}" for e in result.guest_errors]
+        bad += [f"the lab refused a record of the guest: {e}" for e in rec["guest_errors"]]
         busy = rec["host_other_pct"]
-        progress.say(f"run {r + 1}/{runs} done in {fmt_dur(result.wall_s or 0)}"
-                     + (f" (boot {result.boot_s} s)" if session is None else "")
+        progress.say(f"run {r + 1}/{runs} done in {fmt_dur(rec['wall_s'] or 0)}"
+                     + (f" (boot {rec['boot_s']} s" + (f"; {len(boots)} boots" if len(boots) > 1 else "") + ")"
+                        if session is None else "")
                      + (f"; the host gave {busy}% of its CPU time to other work meanwhile: this run's figures "
                         "are noisier" if busy is not None and busy >= HOST_BUSY_WARN_PCT else "")
                      + ("" if not bad else "; problems:\n  " + "\n  ".join(bad)))
@@ -509,6 +543,46 @@ def memory_model_run(m: machines.Machine, run_dir: Path, raw_dir: Path) -> tuple
     rec = {"snapshots": len(log.snapshots), "layout_ok": not problems, "error": "; ".join(problems) or None,
            "whole_boot": memmodel.summarize(m, last.counters) if last else None}
     return (None if problems else (m, log)), rec
+
+
+def run_record(number: int, order: list[str], boots: list[dict], steps: list[dict], memory_model: bool) -> dict:
+    """A run's record in results.json from its boots' (one, or more when an emulator fault cut a boot and the
+    steps it had not finished went on in another): wall time summed, exit and completion the last boot's."""
+    last = boots[-1]
+    rec = {"run": number, "run_dir": last["run_dir"], "order": order, "boot_s": boots[0]["boot_s"],
+           "wall_s": round(sum(bt["wall_s"] or 0.0 for bt in boots), 1) if last["wall_s"] is not None else None,
+           "host_other_pct": max((bt["host_other_pct"] for bt in boots if bt["host_other_pct"] is not None),
+                                 default=None),
+           "timed_out": any(bt["timed_out"] for bt in boots), "completed": last["completed"],
+           "topology_ok": False if any(bt["topology_ok"] is False for bt in boots) else last["topology_ok"],
+           "exit": last["exit"], "steps": steps, "guest_errors": [e for bt in boots for e in bt["guest_errors"]]}
+    if len(boots) > 1:  # which boot ran which steps
+        rec["boots"] = [{k: v for k, v in bt.items() if k not in ("memory_model", "guest_errors")} for bt in boots]
+    errors = [bt["error"] for bt in boots if bt.get("error")]
+    if errors:
+        rec["error"] = "\n".join(errors)
+    if memory_model:
+        rec["memory_model"] = merged_memory_records([bt["memory_model"] for bt in boots])
+    return rec
+
+
+def merged_memory_records(recs: list[dict]) -> dict:
+    """A run's memory model record from those of its boots (more than one when it was resumed after an
+    emulator fault): usable only if every boot's layout was; the whole-boot counts are the first boot's."""
+    if len(recs) == 1:
+        return recs[0]
+    errors = [f"boot {k + 1}: {r['error']}" for k, r in enumerate(recs) if r.get("error")]
+    return {"snapshots": sum(r.get("snapshots") or 0 for r in recs),
+            "layout_ok": all(r.get("layout_ok") for r in recs), "error": "; ".join(errors) or None,
+            "whole_boot": recs[0].get("whole_boot")}
+
+
+def step_finished(result: run.RunResult, pos: int, step: dict) -> bool:
+    """Did the step at position pos of a boot run to its end: its command exited and every case's output came
+    back? (A step cut by a guest fault is run again in a new boot; one that finished keeps its record.)"""
+    sr = result.steps[pos] if pos < len(result.steps) else None
+    return (sr is not None and sr.cmd_exit is not None
+            and all("out" in c["files"] for c in step["cases"]))
 
 
 def refresh_memory(out: Path) -> None:

@@ -771,8 +771,11 @@ def budget_order(plan: Plan, cells: dict[str, dict], current: dict,
             ranked.append(((0, 0.0, i), Todo(u, "missing", "not in the store", est, src)))
             continue
         a = store.age(c, now)
-        if c.get("runs", 0) < runs:
-            ranked.append(((1, -a, i), Todo(u, "short", f"{c.get('runs', 0)} of {runs} runs", est, src)))
+        whole = store.whole_runs((c.get("results") or {}).get("runs", []))
+        if whole < runs:
+            cut = c.get("runs", 0) - whole
+            ranked.append(((1, -a, i), Todo(u, "short", f"{whole} of {runs} runs whole"
+                                            + (f" ({cut} cut short by a guest fault)" if cut else ""), est, src)))
             continue
         now_ok = [lb for lb in unrun(c) if runnable is not None and lb in runnable]
         if now_ok:
@@ -782,6 +785,14 @@ def budget_order(plan: Plan, cells: dict[str, dict], current: dict,
         if why:
             ranked.append(((2, -a, i), Todo(u, "stale", f"{why}; {store.fmt_age(a)} old", est, src)))
     return [t for _k, t in sorted(ranked, key=lambda x: x[0])]
+
+
+def whole_prefix(results: dict) -> dict:
+    """A bench folder's results to go on from: its runs up to the first that a guest fault cut short (that one
+    and those after run again, so the schedulers' order keeps rotating run by run)."""
+    runs = results.get("runs", [])
+    k = next((n for n, run in enumerate(runs) if not store.whole_runs([run])), len(runs))
+    return dict(results, runs=runs[:k])
 
 
 def within_budget(todo: list[Todo], budget_s: float, spent_s: float = 0.0) -> list[Todo]:
@@ -845,6 +856,7 @@ def run_budget(plan: Plan, out: Path, results_store: Path, budget_s: float, buil
             b = benchfile.load_benchmark(u.spec)
             old = bench.read_results(folder)
             if old is not None:
+                old = whole_prefix(old)
                 why = bench.resume_check(old, uspecs, [b], u.machine, memory_model=u.memory_model)
                 if why:
                     log(f"matrix: {folder}: starting again ({why})")

@@ -819,7 +819,10 @@ def write_report(out: Path) -> Path:
         other = r.get("host_other_pct")
         lines.append(f"| {r['run']} | {', '.join(r['order'])} | {r.get('boot_s')} | {r.get('wall_s')} | "
                      f"{'n/a' if other is None else f'{other}%'} | "
-                     f"{r.get('exit')}{' (timed out)' if r.get('timed_out') else ''} | `{r.get('run_dir')}` |")
+                     f"{r.get('exit')}{' (timed out)' if r.get('timed_out') else ''} | `{r.get('run_dir')}`"
+                     + (f" (the last of {len(r['boots'])} boots: an emulator fault cut "
+                        f"{sum(1 for b in r['boots'] if b.get('emulator_fault'))}, the steps left went on in the next)"
+                        if r.get("boots") else "") + " |")
         if r.get("error"):
             lines += ["", "```", r["error"], "```"]
     lines += ["", "## Method", ""] + [m.format(**smp) for m in METHOD] + [""]

@@ -698,11 +698,13 @@ def tcg_text_patch_oops(run_dir: Path) -> bool:
 
 def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Path | None = None,
             stream=sys.stdout, log=None, build_scheduler: bool = True, on_step_end=None,
-            deadline: float | None = None, image_extras=(), memory_model: bool = False) -> RunResult:
+            deadline: float | None = None, image_extras=(), memory_model: bool = False,
+            retry_text_patch: bool = True) -> RunResult:
     """Boot m, run the steps, return what happened. Raises setup.SetupMissing when setup has not run.
-    A guest that crashes or hangs while booting, before the job began, or that oopses on the emulator's
-    text-patching int3 at any time (tcg_text_patch_oops), is booted again, at most EMULATOR_RETRIES times (in
-    RUN_DIR-retry, RUN_DIR-retry2).
+    A guest that crashes or hangs while booting, before the job began, or (retry_text_patch) that oopses on the
+    emulator's text-patching int3 at any time (tcg_text_patch_oops), is booted again, at most EMULATOR_RETRIES
+    times (in RUN_DIR-retry, RUN_DIR-retry2). A caller that can go on from the step the oops cut (bin/lab bench)
+    passes retry_text_patch=False and boots again itself.
     on_step_end(step index, exit code), if given, is called as each step's command ends in the guest.
     deadline (a time.monotonic() value), if given, bounds the whole call: the guest is killed then.
     image_extras: image.EXTRAS the guest gets on top of the base image (a benchmark's image_extras).
@@ -721,7 +723,7 @@ def run_job(m: machines.Machine, steps: list[Step], timeout_s: int, run_dir: Pat
         if result.boot_hung or crashed_before_job(last):
             what = "hung" if result.boot_hung else "crashed"
             why = f"lab: the guest kernel {what} before the job began (see {last / 'console.log'})"
-        elif (not result.completed or result.exit_code() != 0) and tcg_text_patch_oops(last):
+        elif retry_text_patch and (not result.completed or result.exit_code() != 0) and tcg_text_patch_oops(last):
             why = (f"lab: the guest kernel oopsed on an int3 in kernel text, the emulator's text-patching fault "
                    f"(see {last / 'console.log'}); the whole run is booted again")
         else:

@@ -288,6 +288,12 @@ def staleness(cell: dict, current: dict) -> str | None:
     return ", ".join(why) or "behaviour changed"
 
 
+def whole_runs(runs: list[dict]) -> int:
+    """How many of a bench's runs (results.json's or a cell's "runs") ran every step to its end: a boot that a
+    guest fault cut short, even after the bench booted again, leaves its steps' cases unrun."""
+    return sum(1 for run in runs if run.get("steps") and run.get("completed"))
+
+
 def age(cell: dict, now: dt.datetime | None = None) -> float:
     """Seconds since the cell's date."""
     now = now or dt.datetime.now(dt.timezone.utc)

@@ -201,11 +201,14 @@ def write_plan(tmp_path, specs=(SPEC_A, SPEC_B, SPEC_C, SPEC_D, SPEC_E), runs=2)
     return matrix.load_plan(p, section="core")
 
 
-def fake_cell(plan, u, date, runs=None, behaviour=STAMP["behaviour"], duration=None):
+def fake_cell(plan, u, date, runs=None, behaviour=STAMP["behaviour"], duration=None, cut=()):
+    """A cell of runs runs (default the plan's); the runs numbered in cut (1-based) had their boot cut short."""
+    n = runs or plan.runs_of(u)
     return {"cell": store.CELL_VERSION, "key": {"machine": u.machine, "spec": u.spec, "scheds": plan.scheds_of(u)},
             "stamp": {"behaviour": behaviour, "bpf": STAMP["bpf"], "flags": STAMP["flags"], "commit": "x"},
-            "date": date, "runs": runs or plan.runs_of(u), "duration_s": duration, "estimate_s": None,
-            "host": {"kind": "lab"}, "results": {}}
+            "date": date, "runs": n, "duration_s": duration, "estimate_s": None,
+            "host": {"kind": "lab"},
+            "results": {"runs": [{"run": k, "completed": k not in cut, "steps": [{}]} for k in range(1, n + 1)]}}
 
 
 def test_plan_machine_schedulers_and_runs(tmp_path):
@@ -237,13 +240,28 @@ def test_budget_order_missing_then_short_then_stalest(tmp_path):
     assert [t.unit for t in matrix.within_budget(todo, budget)] == [a, e]
 
 
+def test_a_cell_with_a_run_cut_by_a_guest_fault_is_short(tmp_path):
+    """A boot that a guest fault cut leaves cases unrun: its cell counts only its whole runs, and the slice that
+    runs it again goes on from the folder's runs before the first cut one."""
+    plan = write_plan(tmp_path)
+    a = plan.units[0]
+    cells = {plan.key(a): fake_cell(plan, a, "2026-12-01 10:00:00", runs=2, cut=(2,))}
+    todo = matrix.budget_order(plan, cells, STAMP, dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc))
+    mine = next(t for t in todo if t.unit == a)
+    assert mine.status == "short" and mine.why == "1 of 2 runs whole (1 cut short by a guest fault)"
+    folder = {"runs": [{"run": 1, "completed": True, "steps": [{}]}, {"run": 2, "completed": False, "steps": [{}]},
+                       {"run": 3, "completed": True, "steps": [{}]}]}
+    assert [r["run"] for r in matrix.whole_prefix(folder)["runs"]] == [1]
+    assert len(folder["runs"]) == 3  # the folder's own record is left as it was
+
+
 def test_a_cell_without_a_scheduler_that_can_run_now_is_short(tmp_path):
     plan = write_plan(tmp_path)
     a = plan.units[0]
     cell = fake_cell(plan, a, "2026-12-01 10:00:00")
-    cell["results"] = {"scheds": [{"label": "eevdf", "prepare_error": None},
-                                  {"label": "scx_locality", "prepare_error": None},
-                                  {"label": "scx_p2dq", "prepare_error": "scx_p2dq is not built"}]}
+    cell["results"]["scheds"] = [{"label": "eevdf", "prepare_error": None},
+                                 {"label": "scx_locality", "prepare_error": None},
+                                 {"label": "scx_p2dq", "prepare_error": "scx_p2dq is not built"}]
     cells = {plan.key(a): cell}
     now = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc)
     # still not built (or not asked): the cell is fresh, not run again each slice
@@ -288,7 +306,7 @@ class FakeLab:
         self.tmp, self.calls, self.fail_on_call = tmp_path, 0, fail_on_call
 
     def run_job(self, m, steps, timeout_s, run_dir, stream=None, log=None, build_scheduler=False, image_extras=(),
-                memory_model=False):
+                memory_model=False, **kw):
         from lab import guest_script
         self.calls += 1
         if self.fail_on_call == self.calls:
