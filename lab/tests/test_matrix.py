@@ -2,11 +2,11 @@
 """bin/lab matrix without a guest: the plan file, run-major order, resuming after an interruption, and the
 results page's statistics. run.run_job is replaced by a fake that answers every case with a given figure."""
 import json
-from pathlib import Path
 
 import pytest
+from fakeboot import FakeBoots
 
-from lab import bench, guest_script, matrix, run
+from lab import bench, matrix, run
 
 SPEC_A = "hackbench:mode=thread:ipc=pipe:groups=1"
 SPEC_B = "hackbench:mode=process:ipc=pipe:groups=1"
@@ -19,38 +19,13 @@ def write_plan(tmp_path, runs=2, scheds='["eevdf", "scx_locality", "scx_p2dq"]')
     return p
 
 
-class FakeLab:
-    """run.run_job stand-in: each case prints hackbench's Time line, the scheduler's values in turn."""
-
-    def __init__(self, tmp_path, times, fail_on_call=None):
-        self.tmp, self.times, self.calls, self.fail_on_call = tmp_path, times, [], fail_on_call
-        self.used: dict[str, int] = {}
-        self.extras: list[list[str]] = []  # each boot's image_extras
-
-    def run_job(self, m, steps, timeout_s, run_dir, stream=None, log=None, build_scheduler=False, image_extras=(),
-                memory_model=False, **kw):
-        self.calls.append([s.sched.label for s in steps])
-        self.extras.append(list(image_extras))
-        if self.fail_on_call is not None and len(self.calls) == self.fail_on_call:
-            raise KeyboardInterrupt("SIGINT")
-        res = run.RunResult(machine=m.name, run_dir=str(run_dir), kernel_log="", completed=True, topology_ok=True)
-        for i, st in enumerate(steps):
-            res.steps.append(run.StepResult(sched=st.sched.label, cmd_exit=0, sched_started=True))
-            vals, k = self.times[st.sched.name], self.used.get(st.sched.name, 0)
-            self.used[st.sched.name] = k + 1
-            f = self.tmp / f"{len(self.calls)}-{guest_script.case_tag(i, 0)}.out"
-            f.write_text(f"Time: {vals[k % len(vals)]}\nlab-bench-rc: 0\n")
-            res.files[f"{guest_script.case_tag(i, 0)}.out"] = str(f)
-        return res
-
-
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCALITY_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(bench, "build_workloads", lambda log: None)
     monkeypatch.setattr(bench, "prepare_schedulers", lambda specs, build, log: {})
-    lab = FakeLab(tmp_path, {"eevdf": [2.0, 2.1, 2.2], "scx_locality": [1.0, 1.05, 1.1],
-                                   "scx_p2dq": [1.5, 3.0, 2.2]})
+    lab = FakeBoots(tmp_path, {"eevdf": [2.0, 2.1, 2.2], "scx_locality": [1.0, 1.05, 1.1],
+                               "scx_p2dq": [1.5, 3.0, 2.2]})
     monkeypatch.setattr(run, "run_job", lab.run_job)
     return lab
 
@@ -151,39 +126,6 @@ def test_bench_resume_check_refuses_another_plan(tmp_path, fake):
     assert [r["run"] for r in res2["runs"]] == [1, 2, 3]
 
 
-OOPS = "[ 123.8] Oops: int3: 0000 [#1] SMP NOPTI\n[ 123.8] CPU: 40 UID: 0\n[ 123.8] RIP: 0010:update_rq_clock+0x3a/0x160\n"
-
-
-class OopsingLab:
-    """run.run_job stand-in whose boot k dies, as TCG's text-patching oops kills it, once it has run cut_after[k]
-    steps (None: the boot runs all it is given). Each step's files are named by its index in the plan, as
-    guest_script names them."""
-
-    def __init__(self, tmp_path, cut_after):
-        self.tmp, self.cut_after, self.calls, self.retry_flags = tmp_path, list(cut_after), [], []
-
-    def run_job(self, m, steps, timeout_s, run_dir, retry_text_patch=True, **kw):
-        import re
-        self.calls.append([s.sched.label for s in steps])
-        self.retry_flags.append(retry_text_patch)
-        cut = self.cut_after[len(self.calls) - 1] if len(self.calls) <= len(self.cut_after) else None
-        d = Path(run_dir)
-        (d / "console.log").write_text(OOPS if cut is not None else "ok\n")
-        res = run.RunResult(machine=m.name, run_dir=str(d), kernel_log="", completed=cut is None,
-                            topology_ok=True)
-        res.wall_s = 100.0
-        for pos, st in enumerate(steps):
-            if cut is not None and pos >= cut:
-                res.steps.append(run.StepResult(sched=st.sched.label))
-                continue
-            i = int(re.search(r"step-begin (\d+)", st.command).group(1))
-            res.steps.append(run.StepResult(sched=st.sched.label, cmd_exit=0, sched_started=True))
-            f = d / f"{guest_script.case_tag(i, 0)}.out"
-            f.write_text(f"Time: {1.0 + i}\nlab-bench-rc: 0\n")
-            res.files[f"{guest_script.case_tag(i, 0)}.out"] = str(f)
-        return res
-
-
 def test_a_run_cut_by_the_emulator_goes_on_from_the_cut_step(tmp_path, monkeypatch):
     """The text-patching oops cuts a boot: the steps it finished keep their records, those it cut run in a new
     boot under their own names; boots that finish nothing end the run after two new ones."""
@@ -192,19 +134,20 @@ def test_a_run_cut_by_the_emulator_goes_on_from_the_cut_step(tmp_path, monkeypat
     m = machines.load("numa2")
     specs = bench.parse_sched_list("eevdf,scx_locality,scx_p2dq,scx_lavd", ablate=False)
     b = benchfile.load_benchmark(SPEC_A)
-    lab = OopsingLab(tmp_path, [2, 1])  # boot 1 dies in step 3, boot 2 in step 4; boot 3 runs to the end
+    # boot 1 dies in step 3, boot 2 in step 4; boot 3 runs to the end
+    lab = FakeBoots(tmp_path, wall_s=100.0, cut_after=[2, 1])
     monkeypatch.setattr(run, "run_job", lab.run_job)
     res = bench.run_bench(m, specs, [b], 1, tmp_path / "b", build=False, prepared={}, stdout=open("/dev/null", "w"))
     assert lab.calls == [["eevdf", "scx_locality", "scx_p2dq", "scx_lavd"], ["scx_p2dq", "scx_lavd"], ["scx_lavd"]]
     assert lab.retry_flags == [False, False, False]  # run_job does not boot the whole run again itself
     r = res["runs"][0]
     assert [st["sched"] for st in r["steps"]] == ["eevdf", "scx_locality", "scx_p2dq", "scx_lavd"]
-    assert [st["cases"][0]["figures"]["time"] for st in r["steps"]] == [1.0, 2.0, 3.0, 4.0]
+    assert [st["cases"][0]["figures"]["time"] for st in r["steps"]] == [1.0, 1.1, 1.2, 1.3]  # each its own
     assert [bt["steps"] for bt in r["boots"]] == [[0, 1, 2, 3], [2, 3], [3]]
     assert [bt["emulator_fault"] is not None for bt in r["boots"]] == [True, True, False]
     assert r["completed"] and r["wall_s"] == 300.0 and bench.exit_code(res) == run.EXIT_OK
 
-    lab = OopsingLab(tmp_path, [1, 0, 0, 0, 0])  # after one step, nothing more: three fruitless boots end it
+    lab = FakeBoots(tmp_path, cut_after=[1, 0, 0, 0, 0])  # after one step, nothing more: three fruitless boots end it
     monkeypatch.setattr(run, "run_job", lab.run_job)
     res = bench.run_bench(m, specs, [b], 1, tmp_path / "c", build=False, prepared={}, stdout=open("/dev/null", "w"))
     r = res["runs"][0]

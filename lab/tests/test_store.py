@@ -11,6 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from fakeboot import FakeBoots
 
 from lab import bench, matrix, run, store
 
@@ -299,28 +300,6 @@ def test_shards_are_deterministic_disjoint_and_whole(tmp_path):
     assert all(p.scheds_of(u) == core.scheds_of(u) for p in two for u in p.units)
 
 
-class FakeLab:
-    """run.run_job stand-in: each case prints hackbench's Time line."""
-
-    def __init__(self, tmp_path, fail_on_call=None):
-        self.tmp, self.calls, self.fail_on_call = tmp_path, 0, fail_on_call
-
-    def run_job(self, m, steps, timeout_s, run_dir, stream=None, log=None, build_scheduler=False, image_extras=(),
-                memory_model=False, **kw):
-        from lab import guest_script
-        self.calls += 1
-        if self.fail_on_call == self.calls:
-            raise KeyboardInterrupt("SIGINT")
-        res = run.RunResult(machine=m.name, run_dir=str(run_dir), kernel_log="", completed=True, topology_ok=True)
-        res.wall_s = 10.0
-        for i, st in enumerate(steps):
-            res.steps.append(run.StepResult(sched=st.sched.label, cmd_exit=0, sched_started=True))
-            f = self.tmp / f"{self.calls}-{guest_script.case_tag(i, 0)}.out"
-            f.write_text(f"Time: {1.0 + i * 0.1}\nlab-bench-rc: 0\n")
-            res.files[f"{guest_script.case_tag(i, 0)}.out"] = str(f)
-        return res
-
-
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCALITY_RUNS", str(tmp_path / "runs"))
@@ -328,7 +307,7 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "prepare_schedulers", lambda specs, build, log: {})
     monkeypatch.setattr(bench, "build_ids", lambda specs: {s.label: "missing" for s in specs if not s.is_eevdf})
     monkeypatch.setattr(store, "current_stamp", lambda binary=None: dict(STAMP, binary="missing"))
-    lab = FakeLab(tmp_path)
+    lab = FakeBoots(tmp_path, wall_s=10.0)
     monkeypatch.setattr(run, "run_job", lab.run_job)
     return lab
 
@@ -339,13 +318,13 @@ def test_run_budget_whole_cells_interrupt_and_resume(tmp_path, fake, capsys):
     first = matrix.budget_order(plan, {}, STAMP)[0]
 
     def clock():  # each boot takes the time the estimate gives it
-        return fake.calls * first.est_s / 2
+        return len(fake.calls) * first.est_s / 2
 
     # room for the first cell only
     assert matrix.run_budget(plan, out, st, first.est_s + 5, build=False, command_line="c",
                              clock=clock) == run.EXIT_OK
     cells = store.read_cells(st)
-    assert [c["key"]["spec"] for c in cells] == [SPEC_A] and cells[0]["runs"] == 2 and fake.calls == 2
+    assert [c["key"]["spec"] for c in cells] == [SPEC_A] and cells[0]["runs"] == 2 and len(fake.calls) == 2
     assert cells[0]["stamp"]["behaviour"] == STAMP["behaviour"] and cells[0]["estimate_s"] == pytest.approx(
         first.est_s)
     # the next slice: SPEC_B is interrupted in its second boot; the store is as it was
@@ -357,12 +336,12 @@ def test_run_budget_whole_cells_interrupt_and_resume(tmp_path, fake, capsys):
     # and the one after goes on with SPEC_B's folder (its first boot kept), then xeon-1n32's cell
     fake.fail_on_call = None
     matrix.run_budget(plan, out, st, 10**5, build=False, command_line="c", clock=clock)
-    assert fake.calls == 4 + 1 + 3
+    assert len(fake.calls) == 4 + 1 + 3
     assert sorted(c["key"]["machine"] + " " + c["key"]["spec"] for c in store.read_cells(st)) == \
         sorted(["numa2 " + SPEC_A, "numa2 " + SPEC_B, "xeon-1n32 " + SPEC_A])
     # nothing left: a fourth slice runs nothing
     matrix.run_budget(plan, out, st, 10**5, build=False, command_line="c", clock=clock)
-    assert fake.calls == 8
+    assert len(fake.calls) == 8
 
 
 # ---------------------------------------------------------------------------------------------------------
