@@ -11,7 +11,8 @@ matrix has about as many runs everywhere, host noise of one hour lands on every 
 (the same command again) goes on with the first folder that has fewer runs than the round needs: a folder's
 runs are kept boot by boot (bench.run_bench(resume=...)), so at most the boot that was interrupted is lost.
 
-The page (write_page): per machine, one table of every figure of every benchmark case (rows) by scheduler
+The page of a run-major matrix (write_page) and the store's (store_page) show each machine alike
+(machine_section): its cells, then one table of every figure of every benchmark case (rows) by scheduler
 (columns): the mean over runs (Hmean for rates, Amean for times, as mmtests), its coefficient of variation, the
 difference against EEVDF with mmtests' t-test at p < 0.05 (stats.significance), the best scheduler of the row in
 bold, and scx_locality against the best peer of the row; a placement table (pair on one node, home node and
@@ -585,6 +586,17 @@ TCG_NOTE = [
 ]
 
 
+# what the machines' placement tables measure (both pages say it once, before the machines)
+PLACEMENT_NOTE = (
+    "The placement tables say where the benchmark's tasks ran, from the sampler (every 100 ms, the same for every scheduler): *pair on one "
+    "node* is the lowest over the benchmark's cases of the share of samples with its busiest tasks on one node; "
+    "*home node / LLC* the share of samples on the node / LLC each task was seen on most; *cross-node moves/s* a "
+    "task's node changing between two samples (a lower bound), per second of run time; *idle while queued* the "
+    "sampler's bound (per 100 ms, per node: the smaller of the node's idle CPU time and its tasks' run-queue waits; "
+    "it includes the time an idle CPU takes to start a task woken onto it), in ms per second of run time; *top "
+    "LLC* a process's share of its running time in one LLC.")
+
+
 def write_page(out: Path, page: Path) -> Path:
     """results.md at page, results.json and the PNGs in the folder beside it (page without .md)."""
     from . import plots  # matplotlib: only when a page is written
@@ -616,87 +628,26 @@ def write_page(out: Path, page: Path) -> Path:
              f"- figures per run, the schedulers' logs and per-benchmark reports with plots: the bench folders under "
              f"the matrix's output folder; every figure of this page is also in [{rel}/results.json]"
              f"({rel}/results.json)", ""]
-    for p in TCG_NOTE:
+    for p in TCG_NOTE + [PLACEMENT_NOTE]:
         lines += [p, ""]
     head = lines
     lines = []
     for mname in machines_order:
-        folders = []
+        mcells = []
         for u in units:
-            if u.machine != mname:
-                continue
             p = u.folder(out) / "results.json"
-            if p.exists():
-                folders.append((u, json.loads(p.read_text())))
-        if not folders:
+            if u.machine == mname and p.exists():
+                mcells += store.cells_from_results(json.loads(p.read_text()), store.folder_date(u.folder(out)), None)
+        if not mcells:
             continue
-        mdata = {"summary": folders[0][1].get("machine_summary"), "figures": [], "placement": [], "cost": {},
-                 "status": {}}
-        lines += [f"## {mname}", "", f"`{folders[0][1].get('machine_summary', mname)}`", ""]
-        for u, res in folders:
-            for st in report.sched_status(res):
-                if st["status"] != "ok":
-                    mdata["status"].setdefault(st["label"], []).append(f"{u.spec}: {st['status']}: {st['reason']}")
-        if mdata["status"]:
-            lines += ["Schedulers that did not run everywhere:", ""]
-            for s, why in mdata["status"].items():
-                lines += [f"- `{s}`: " + "; ".join(w.replace("|", "/") for w in why[:4])
-                          + (f" (and {len(why) - 4} more)" if len(why) > 4 else "")]
-            lines.append("")
-        lines += ["### Speed", "",
-                  "| benchmark | case | figure | " + " | ".join(f"`{s}`" for s in labels) +
-                  " | scx_locality vs best peer |",
-                  "|---|---|---|" + "---:|" * len(labels) + "---|"]
-        all_rows, mem_rows = [], []
-        for u, res in folders:
-            rows = figure_rows(res, labels)
-            if u.memory_model:  # a slowed guest: its memory figures only
-                mem_rows += [(u.title, r) for r in rows if r["figure"] in MEMORY_SHOWN]
-                continue
-            all_rows += rows
-            for r in rows:
-                unit = f" ({r['unit']}, {'higher' if r['higher_is_better'] else 'lower'} is better)"
-                lines.append(f"| {r['spec']} | {r['case']} | {r['figure']}{unit} | " +
-                             " | ".join(_cell(r, s) for s in labels) + f" | {_vs_peer(r)} |")
-        mdata["figures"] = all_rows
-        n_runs = sorted({c["n"] for r in all_rows for c in r["cells"].values() if c["n"]})
-        lines += ["", f"Runs per cell: {', '.join(map(str, n_runs)) or 'none'}"
-                  + ("; n/a where a scheduler has no value (see above)." if any(
-                      not c["n"] for r in all_rows for c in r["cells"].values()) else "."), ""]
-        png = plots.scheduler_heatmap(all_rows, labels, f"{mname}: percent better than {BASELINE}",
+        for c in mcells:  # not from the store: no stamp to judge them by
+            c["_stale"], c["_age"] = None, store.age(c)
+        sec, mdata = machine_section(mname, mcells, labels)
+        lines += sec
+        png = plots.scheduler_heatmap(mdata["figures"], labels, f"{mname}: percent better than {BASELINE}",
                                       assets / f"{mname}.png", ALPHA)
         if png:
             lines += [f"![{mname}: every scheduler against {BASELINE}]({rel}/{png.name})", ""]
-        lines += memory_table(mem_rows, labels) + ([""] if mem_rows else [])
-        lines += ["### Placement", "",
-                  "Where the benchmark's tasks ran, from the sampler (every 100 ms, the same for every scheduler): "
-                  "*pair on one node* is the lowest over the benchmark's cases of the share of samples with its "
-                  "busiest tasks on one node; *home node / LLC* the share of samples on the node / LLC each task "
-                  "was seen on most; *cross-node moves/s* a task's node changing between two samples (a lower "
-                  "bound), per second of run time; *idle while queued* the sampler's bound (per 100 ms, per node: "
-                  "the smaller of the node's idle CPU time and its tasks' run-queue waits; it includes the time an "
-                  "idle CPU takes to start a task woken onto it), in ms per second of run time; *top LLC* a "
-                  "process's share of its running time in one LLC.", "",
-                  "| benchmark | measure | " + " | ".join(f"`{s}`" for s in labels) + " |",
-                  "|---|---|" + "---:|" * len(labels)]
-        plain = [(u, res) for u, res in folders if not u.memory_model]
-        for u, res in plain:
-            for pr in placement_rows(res, labels):
-                mdata["placement"].append(pr)
-                measures = [("home node", "home_node", _fmt_pct), ("home LLC", "home_llc", _fmt_pct),
-                            ("cross-node moves/s", "cross_node_per_s", lambda v: _fmt(v)),
-                            ("idle while queued, node (ms/s)", "iwq_node_ms_per_s", lambda v: _fmt(v))]
-                if pr["has_pair"]:
-                    measures.insert(0, ("pair on one node", "pair_same_node", _fmt_pct))
-                if pr["has_llc"]:
-                    measures.append(("top LLC per process", "process_top_llc", _fmt_pct))
-                for name, key, f in measures:
-                    lines.append(f"| {pr['spec']} | {name} | " +
-                                 " | ".join(f(pr["cells"][s][key]) for s in labels) + " |")
-        cost = cost_rows([res for _u, res in plain], labels)
-        mdata["cost"] = cost
-        lines += cost_section(cost, labels, "benchmarks")
-        lines.append("")
         data["machines"][mname] = mdata
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text("\n".join(head + overview(data, labels) + lines) + "\n")
@@ -1067,10 +1018,11 @@ def machine_section(mname: str, mcells: list[dict], labels: list[str]) -> tuple[
     lines = [f"## {mname}", "", f"`{summary}`" + (" (real hardware: `bin/lab bench --host`)" if hw else ""), "",
              "| benchmark | schedulers | runs | date (UTC) | scx_locality | state | ran on |",
              "|---|---|---:|---|---|---|---|"]
-    mdata = {"figures": [], "placement": [], "cost": {}}
+    mdata = {"summary": summary, "figures": [], "placement": [], "cost": {}}
     for c in mcells:
         st = c.get("stamp") or {}
-        state = f"stale: {c['_stale']}, {store.fmt_age(c['_age'])} old" if c.get("_stale") else "current"
+        state = (f"stale: {c['_stale']}, {store.fmt_age(c['_age'])} old" if c.get("_stale")
+                 else "current" if st.get("behaviour") else "not stamped")
         h = c.get("host") or {}
         ran = (f"{h.get('cpu_model') or 'unknown CPU'}, {h.get('cpus')} CPUs, {h.get('nodes')} nodes, "
                f"{h.get('llcs')} LLCs, kernel {h.get('kernel') or '?'}") if hw else \
@@ -1247,7 +1199,7 @@ def store_page(cells: list[dict], current: dict, order_machines: list[str], orde
              "- real hardware: a folder of `bin/lab bench --host` joins the store with `bin/lab matrix --add FOLDER` "
              "(its machine named by its CPU model, CPUs, nodes and LLCs); a store of another host with "
              "`bin/lab matrix --merge STORE`", ""]
-    for p in TCG_NOTE:
+    for p in TCG_NOTE + [PLACEMENT_NOTE]:
         lines += [p, ""]
     lines += seeds_section(cells)
     data = {"machines": {}}
