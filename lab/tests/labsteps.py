@@ -53,9 +53,14 @@ def run_rounds(machine, scheds, probe, rounds, timeout_s, step_timeout_s, first=
     return res, by_round
 
 
+def cpu_node(cpu):
+    """Shell text: a command printing the node of CPU @cpu (a number or a shell expression), from sysfs."""
+    return f"ls -d /sys/devices/system/cpu/cpu{cpu}/node* | sed 's/.*node//'"
+
+
 def nodes_each_second(tag, ids, stat):
     """Shell text: once a second for three seconds, the node each task of the shell word list @ids ran on last,
     from field 39 of its stat file @stat (in which $t is the task), as "TAG-SECOND: TASK NODE" lines."""
     return (f"for s in 1 2 3; do sleep 1; for t in {ids}; do u=$(cut -d' ' -f39 {stat}); "
-            "n=$(ls -d /sys/devices/system/cpu/cpu$u/node* | sed 's/.*node//'); "
+            f"n=$({cpu_node('$u')}); "
             f"echo \"{tag}-$s: $t $n\"; done; done; ")

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from lab import machines, run, thresholds
-from labsteps import bench_steps, final_stats, run_rounds
+from labsteps import bench_steps, cpu_node, final_stats, run_rounds
 
 pytestmark = pytest.mark.lab
 
@@ -229,11 +229,12 @@ def test_spanning_memory_against_its_off_switch_numaq4():
 # homes, 4 on each node, where they run); after 4 s the node of each worker ("homes-0: TID NODE"), then one worker
 # of node 0 and one of node 1 swapped (each pinned to the other's node, then both allowed every CPU: the nodes stay
 # 4 and 4) ("homes-swap: W V"), then each worker's node once a second for three seconds ("homes-SECOND: TID NODE").
+TASK_CPU = "$(cut -d' ' -f39 /proc/$ms/task/$1/stat)"  # in HOME_SWAP's node_of(): the CPU task $1 ran on last
 HOME_SWAP = ("sleep 1; n0=$(cat /sys/devices/system/node/node0/cpulist); "
              "n1=$(cat /sys/devices/system/node/node1/cpulist); all=0-$(($(nproc) - 1)); "
              "memspan -t 8 -S 16 -P 2 -r 600 -i threads >/dev/null 2>&1 & ms=$!; sleep 4; "
-             "node_of() { ls -d /sys/devices/system/cpu/cpu$(cut -d' ' -f39 /proc/$ms/task/$1/stat)/node* | "
-             "sed 's/.*node//'; }; tids=$(ls /proc/$ms/task | grep -vx $ms); w=; v=; "
+             f"node_of() {{ {cpu_node(TASK_CPU)}; }}; "
+             "tids=$(ls /proc/$ms/task | grep -vx $ms); w=; v=; "
              "for t in $tids; do n=$(node_of $t); echo \"homes-0: $t $n\"; [ $n = 0 ] && w=$t; [ $n = 1 ] && v=$t; "
              "done; echo \"homes-swap: $w $v\"; taskset -p -c $n1 $w >/dev/null; taskset -p -c $n0 $v >/dev/null; "
              "taskset -p -c $all $w >/dev/null; taskset -p -c $all $v >/dev/null; "

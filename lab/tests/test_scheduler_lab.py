@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab import machines, run, thresholds
-from labsteps import LAB, bench_steps, final_stats, nodes_each_second, run_rounds
+from labsteps import LAB, bench_steps, cpu_node, final_stats, nodes_each_second, run_rounds
 
 pytestmark = pytest.mark.lab
 
@@ -188,7 +188,7 @@ def test_numa_policy_keeps_a_pair_on_one_node_numa2():
 # decayed), then each one's CPU and node a second later ("execspread: PID CPU NODE").
 EXEC_SPREAD = ("sleep 2; pids=''; i=0; while [ $i -lt 4 ]; do numajob -m 4 -p 1000000000 -i $i & "
                "pids=\"$pids $!\"; i=$((i + 1)); done; sleep 1; for p in $pids; do c=$(cut -d' ' -f39 /proc/$p/stat); "
-               "n=$(ls -d /sys/devices/system/cpu/cpu$c/node* | sed 's/.*node//'); echo \"execspread: $p $c $n\"; "
+               f"n=$({cpu_node('$c')}); echo \"execspread: $p $c $n\"; "
                "done; kill $pids; wait")
 
 
@@ -198,7 +198,7 @@ EXEC_SPREAD = ("sleep 2; pids=''; i=0; while [ $i -lt 4 ]; do numajob -m 4 -p 10
 EXEC_QUIET = ("sleep 1; taskset -c 1 sh -c 'while :; do :; done' & y=$!; sleep 1; "
               "taskset -c 0 sh -c 'taskset -p -c 0-$(($(nproc --all) - 1)) $$ >/dev/null; "
               "exec numajob -m 4 -p 1000000000 -i 9' & p=$!; sleep 1; c=$(cut -d' ' -f39 /proc/$p/stat); "
-              "n=$(ls -d /sys/devices/system/cpu/cpu$c/node* | sed 's/.*node//'); "
+              f"n=$({cpu_node('$c')}); "
               "m=$(scx_locality explain $p | grep -c 'cpu 0 (node 0) -> .*xnode_exec'); "
               "echo \"execquiet: $p $c $n $m\"; kill $p $y; wait")
 
@@ -270,7 +270,7 @@ def node0_programs(n, tag):
             f"while [ $i -lt {n} ]; do taskset -c $n0 numajob -m 4 -p 1000000000 -i $i & pids=\"$pids $!\"; "
             "i=$((i + 1)); done; sleep 1; for p in $pids; do taskset -a -p -c 0-$(($(nproc) - 1)) $p >/dev/null; done; "
             "for t in 1 2 3 4; do sleep 1; for p in $pids; do c=$(cut -d' ' -f39 /proc/$p/stat); "
-            f"n=$(ls -d /sys/devices/system/cpu/cpu$c/node* | sed 's/.*node//'); echo \"{tag}-$t: $p $n\"; done; "
+            f"n=$({cpu_node('$c')}); echo \"{tag}-$t: $p $n\"; done; "
             "done; kill $pids; wait")
 
 
