@@ -10,8 +10,8 @@ the runs, prepares the schedulers and workloads, shows the progress and collects
 One run is one boot. Its steps are (benchmark, scheduler) pairs: for each benchmark every scheduler in turn,
 with the schedulers' order rotated from run to run so that none always goes first. When the emulator's
 text-patching fault (run.tcg_text_patch_oops) kills a boot, the steps it finished keep their records and the
-others go on in a new boot, in the same order; a run gives up after three boots in a row that finish no step. Each case runs under
-workloads/locsample, which records where the benchmark's tasks ran (last CPU of every task every 100 ms,
+others go on in a new boot, in the same order; a run gives up after three boots in a row that finish no step.
+Each case runs under workloads/locsample, which records where the benchmark's tasks ran (last CPU of every task every 100 ms,
 se.nr_migrations, per-CPU /proc/stat every 500 ms; per CPU idle time and run-queue wait every 100 ms or more,
 from which the bench bounds the idle time while tasks waited) and sends that to the host with the output. A
 benchmark with `colocation_tasks = N` also gets locsample's per-tick record (-k, PREFIX.ticks), from which the bench

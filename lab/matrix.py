@@ -588,13 +588,13 @@ TCG_NOTE = [
 
 # what the machines' placement tables measure (both pages say it once, before the machines)
 PLACEMENT_NOTE = (
-    "The placement tables say where the benchmark's tasks ran, from the sampler (every 100 ms, the same for every scheduler): *pair on one "
-    "node* is the lowest over the benchmark's cases of the share of samples with its busiest tasks on one node; "
-    "*home node / LLC* the share of samples on the node / LLC each task was seen on most; *cross-node moves/s* a "
-    "task's node changing between two samples (a lower bound), per second of run time; *idle while queued* the "
-    "sampler's bound (per 100 ms, per node: the smaller of the node's idle CPU time and its tasks' run-queue waits; "
-    "it includes the time an idle CPU takes to start a task woken onto it), in ms per second of run time; *top "
-    "LLC* a process's share of its running time in one LLC.")
+    "The placement tables say where the benchmark's tasks ran, from the sampler (every 100 ms, the same for every "
+    "scheduler): *pair on one node* is the lowest over the benchmark's cases of the share of samples with its "
+    "busiest tasks on one node; *home node / LLC* the share of samples on the node / LLC each task was seen on "
+    "most; *cross-node moves/s* a task's node changing between two samples (a lower bound), per second of run time; "
+    "*idle while queued* the sampler's bound (per 100 ms, per node: the smaller of the node's idle CPU time and its "
+    "tasks' run-queue waits; it includes the time an idle CPU takes to start a task woken onto it), in ms per second "
+    "of run time; *top LLC* a process's share of its running time in one LLC.")
 
 
 def write_page(out: Path, page: Path) -> Path:
