@@ -596,6 +596,14 @@ PLACEMENT_NOTE = (
     "tasks' run-queue waits; it includes the time an idle CPU takes to start a task woken onto it), in ms per second "
     "of run time; *top LLC* a process's share of its running time in one LLC.")
 
+# The placement table's rows: (name, placement_rows' key, format); the pair's only for benchmarks with a pair, the
+# top LLC's only for those that record it.
+PLACEMENT_MEASURES = [
+    ("pair on one node", "pair_same_node", _fmt_pct), ("home node", "home_node", _fmt_pct),
+    ("home LLC", "home_llc", _fmt_pct), ("cross-node moves/s", "cross_node_per_s", _fmt),
+    ("idle while queued, node (ms/s)", "iwq_node_ms_per_s", _fmt), ("top LLC per process", "process_top_llc", _fmt_pct),
+]
+
 
 def write_page(out: Path, page: Path) -> Path:
     """results.md at page, results.json and the PNGs in the folder beside it (page without .md)."""
@@ -742,7 +750,7 @@ def whole_prefix(results: dict) -> dict:
     """A bench folder's results to go on from: its runs up to the first that a guest fault cut short (that one
     and those after run again, so the schedulers' order keeps rotating run by run)."""
     runs = results.get("runs", [])
-    k = next((n for n, run in enumerate(runs) if not store.whole_runs([run])), len(runs))
+    k = next((n for n, run in enumerate(runs) if not store.is_whole(run)), len(runs))
     return dict(results, runs=runs[:k])
 
 
@@ -897,7 +905,7 @@ def _placement(cell: dict, scheds: list[str], key: str, what: str) -> str | None
     vals = {s: [p["cells"][s][key] for p in rows if p["cells"][s][key] is not None] for s in have}
     if not any(vals.values()):
         return None
-    fmt = _fmt if key in ("cross_node_per_s", "iwq_node_ms_per_s") else _fmt_pct
+    fmt = next(f for _name, k, f in PLACEMENT_MEASURES if k == key)
     return f"{what}: " + ", ".join(f"`{s}` {fmt(min(v)) if v else 'n/a'}" for s, v in vals.items())
 
 
@@ -1067,14 +1075,9 @@ def machine_section(mname: str, mcells: list[dict], labels: list[str]) -> tuple[
     for c in plain:
         for pr in placement_rows(c["results"], c["key"]["scheds"]):
             mdata["placement"].append(pr)
-            measures = [("home node", "home_node", _fmt_pct), ("home LLC", "home_llc", _fmt_pct),
-                        ("cross-node moves/s", "cross_node_per_s", _fmt),
-                        ("idle while queued, node (ms/s)", "iwq_node_ms_per_s", _fmt)]
-            if pr["has_pair"]:
-                measures.insert(0, ("pair on one node", "pair_same_node", _fmt_pct))
-            if pr["has_llc"]:
-                measures.append(("top LLC per process", "process_top_llc", _fmt_pct))
-            for name, key, f in measures:
+            shown = [m for m in PLACEMENT_MEASURES if (m[1] != "pair_same_node" or pr["has_pair"])
+                     and (m[1] != "process_top_llc" or pr["has_llc"])]
+            for name, key, f in shown:
                 lines.append(f"| {pr['spec']} | {name} | " + " | ".join(
                     f(pr["cells"][s][key]) if s in pr["cells"] else "" for s in labels) + " |")
     cost = cost_rows([c["results"] for c in plain], labels)

@@ -288,10 +288,14 @@ def staleness(cell: dict, current: dict) -> str | None:
     return ", ".join(why) or "behaviour changed"
 
 
+def is_whole(run: dict) -> bool:
+    """Did a bench's run (of results.json's or a cell's "runs") run every step to its end? A boot that a guest
+    fault cut short, even after the bench booted again, leaves its steps' cases unrun."""
+    return bool(run.get("steps") and run.get("completed"))
+
+
 def whole_runs(runs: list[dict]) -> int:
-    """How many of a bench's runs (results.json's or a cell's "runs") ran every step to its end: a boot that a
-    guest fault cut short, even after the bench booted again, leaves its steps' cases unrun."""
-    return sum(1 for run in runs if run.get("steps") and run.get("completed"))
+    return sum(1 for run in runs if is_whole(run))
 
 
 def age(cell: dict, now: dt.datetime | None = None) -> float:
