@@ -11,9 +11,9 @@ One run is one boot. Its steps are (benchmark, scheduler) pairs: for each benchm
 with the schedulers' order rotated from run to run so that none always goes first. When the emulator's
 text-patching fault (run.tcg_text_patch_oops) kills a boot, the steps it finished keep their records and the
 others go on in a new boot, in the same order; a run gives up after three boots in a row that finish no step.
-Each case runs under workloads/locsample, which records where the benchmark's tasks ran (last CPU of every task every 100 ms,
-se.nr_migrations, per-CPU /proc/stat every 500 ms; per CPU idle time and run-queue wait every 100 ms or more,
-from which the bench bounds the idle time while tasks waited) and sends that to the host with the output. A
+Each case runs under workloads/locsample, which records where the benchmark's tasks ran (last CPU of every task
+every 100 ms, se.nr_migrations, per-CPU /proc/stat every 500 ms; per CPU idle time and run-queue wait every 100 ms
+or more, from which the bench bounds the idle time while tasks waited) and sends that to the host with the output. A
 benchmark with `colocation_tasks = N` also gets locsample's per-tick record (-k, PREFIX.ticks), from which the bench
 derives co-location: the share of samples at which its N busiest tasks were all on one node / one LLC.
 
@@ -472,13 +472,7 @@ def run_bench(m: machines.Machine | host.HostMachine, specs: list[run.SchedSpec]
             for name in ("console.log", "kernel.log", "result.json"):
                 if (used_dir / name).exists():
                     shutil.copyfile(used_dir / name, boot_raw / name)
-            boot = {"run_dir": str(used_dir), "steps": list(pending), "boot_s": result.boot_s,
-                    "wall_s": result.wall_s, "host_other_pct": getattr(result, "host_other_pct", None),
-                    "timed_out": result.timed_out, "completed": result.completed,
-                    "topology_ok": result.topology_ok, "exit": result.exit_code(),
-                    "guest_errors": result.guest_errors, "emulator_fault": None}
-            if result.topology_ok is False:
-                boot["error"] = "the guest's topology does not match the machine file:\n" + run.topology_report(result)
+            boot = boot_record(result, used_dir, pending)
             mm = None
             if memory_model:
                 mm, boot["memory_model"] = memory_model_run(m, used_dir, boot_raw)
@@ -543,6 +537,17 @@ def memory_model_run(m: machines.Machine, run_dir: Path, raw_dir: Path) -> tuple
     rec = {"snapshots": len(log.snapshots), "layout_ok": not problems, "error": "; ".join(problems) or None,
            "whole_boot": memmodel.summarize(m, last.counters) if last else None}
     return (None if problems else (m, log)), rec
+
+
+def boot_record(result: run.RunResult, used_dir: Path, steps: list[int]) -> dict:
+    """One boot of a run: which of the plan's steps it was given, and how it went."""
+    boot = {"run_dir": str(used_dir), "steps": list(steps), "boot_s": result.boot_s, "wall_s": result.wall_s,
+            "host_other_pct": getattr(result, "host_other_pct", None), "timed_out": result.timed_out,
+            "completed": result.completed, "topology_ok": result.topology_ok, "exit": result.exit_code(),
+            "guest_errors": result.guest_errors, "emulator_fault": None}
+    if result.topology_ok is False:
+        boot["error"] = "the guest's topology does not match the machine file:\n" + run.topology_report(result)
+    return boot
 
 
 def run_record(number: int, order: list[str], boots: list[dict], steps: list[dict], memory_model: bool) -> dict:
