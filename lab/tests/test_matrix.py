@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """bin/lab matrix without a guest: the plan file, run-major order, resuming after an interruption, and the
 results page's statistics. run.run_job is replaced by a fake that answers every case with a given figure."""
+import io
 import json
 
 import pytest
@@ -137,7 +138,7 @@ def test_a_run_cut_by_the_emulator_goes_on_from_the_cut_step(tmp_path, monkeypat
     # boot 1 dies in step 3, boot 2 in step 4; boot 3 runs to the end
     lab = FakeBoots(tmp_path, wall_s=100.0, cut_after=[2, 1])
     monkeypatch.setattr(run, "run_job", lab.run_job)
-    res = bench.run_bench(m, specs, [b], 1, tmp_path / "b", build=False, prepared={}, stdout=open("/dev/null", "w"))
+    res = bench.run_bench(m, specs, [b], 1, tmp_path / "b", build=False, prepared={}, stdout=io.StringIO())
     assert lab.calls == [["eevdf", "scx_locality", "scx_p2dq", "scx_lavd"], ["scx_p2dq", "scx_lavd"], ["scx_lavd"]]
     assert lab.retry_flags == [False, False, False]  # run_job does not boot the whole run again itself
     r = res["runs"][0]
@@ -149,7 +150,7 @@ def test_a_run_cut_by_the_emulator_goes_on_from_the_cut_step(tmp_path, monkeypat
 
     lab = FakeBoots(tmp_path, cut_after=[1, 0, 0, 0, 0])  # after one step, nothing more: three fruitless boots end it
     monkeypatch.setattr(run, "run_job", lab.run_job)
-    res = bench.run_bench(m, specs, [b], 1, tmp_path / "c", build=False, prepared={}, stdout=open("/dev/null", "w"))
+    res = bench.run_bench(m, specs, [b], 1, tmp_path / "c", build=False, prepared={}, stdout=io.StringIO())
     r = res["runs"][0]
     assert len(lab.calls) == 4 and not r["completed"] and bench.exit_code(res) == run.EXIT_INTERNAL
     assert [st["cases"][0]["status"] for st in r["steps"]] == ["ok", "not-run", "not-run", "not-run"]
